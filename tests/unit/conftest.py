@@ -1,0 +1,24 @@
+"""Make the project's modules, module_utils and filter plugins importable in unit tests.
+
+Ansible ships custom module_utils to the target as ``ansible.module_utils.<name>``;
+adding the project's ``module_utils/`` to that package's search path lets the tests
+import ``library/*.py`` exactly as Ansible runs them.
+"""
+
+import os
+import sys
+
+import ansible.module_utils
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHARED_FIXTURES = os.path.join(ROOT, "..", "shared", "fixtures")
+PROJECT_FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+_mu = os.path.join(ROOT, "module_utils")
+if _mu not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_mu)
+
+for sub in ("library", "filter_plugins"):
+    path = os.path.join(ROOT, sub)
+    if path not in sys.path:
+        sys.path.insert(0, path)
