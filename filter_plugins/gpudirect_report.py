@@ -1,0 +1,187 @@
+"""Turn ``ansible_facts.gpudirect`` into findings and a readable per-host table.
+
+Pure functions over the facts dictionary produced by ``library/gpudirect_facts.py``;
+the playbooks print their output and decide what is fatal.
+
+Distance verdicts follow the bring-up notes in the project's sources: GPUDirect
+RDMA performs well across PIX and PXB, usually well across PHB, and badly across
+NODE and SYS (measured there: ~10 GB/s PIX against ~2 GB/s SYS on 100 Gb/s RoCE).
+"""
+
+from ansible.errors import AnsibleFilterError
+
+DISTANCE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+DISTANCE_VERDICT = {"PIX": "good", "PXB": "good", "PHB": "warn", "NODE": "bad", "SYS": "bad"}
+
+
+def _distance_rank(distance):
+    if distance not in DISTANCE_ORDER:
+        raise AnsibleFilterError("unknown GPU/NIC distance class %r; expected one of %s"
+                                 % (distance, ", ".join(DISTANCE_ORDER)))
+    return DISTANCE_ORDER.index(distance)
+
+
+def gpudirect_best_pair(facts):
+    """Return the closest GPU/NIC pair (lowest distance class), or None without pairs."""
+    pairs = (facts or {}).get("pairs") or []
+    if not pairs:
+        return None
+    return min(pairs, key=lambda p: (_distance_rank(p["distance"]), p["gpu_address"], p["nic"]))
+
+
+def _acs_enabled(pair):
+    return [b for b in pair.get("acs") or [] if b.get("readable", True) and b.get("acs_ctl")]
+
+
+def gpudirect_findings(facts, max_distance="SYS"):
+    """List what stands between this host and working GPUDirect RDMA.
+
+    Each finding is ``{"severity": "fatal"|"bad"|"warn"|"info", "check": name,
+    "message": text}``. ``fatal`` means no later stage can fix it; ``bad`` means
+    verification is expected to fail or underperform until an admin acts.
+    ``max_distance`` is the farthest distance class accepted for the closest pair.
+    """
+    facts = facts or {}
+    _distance_rank(max_distance)
+    findings = []
+
+    def add(severity, check, message):
+        findings.append({"severity": severity, "check": check, "message": message})
+
+    best = gpudirect_best_pair(facts)
+    if best is not None:
+        verdict = DISTANCE_VERDICT[best["distance"]]
+        if _distance_rank(best["distance"]) > _distance_rank(max_distance):
+            add("fatal", "topology",
+                "closest GPU/NIC pair %s <-> %s is %s, farther than the accepted %s: move the GPU "
+                "or NIC to slots under the same PCIe switch" % (best["gpu_address"], best["nic"],
+                                                                 best["distance"], max_distance))
+        elif verdict != "good":
+            add("warn" if verdict == "warn" else "bad", "topology",
+                "closest GPU/NIC pair %s <-> %s is %s: GPUDirect RDMA works but %s"
+                % (best["gpu_address"], best["nic"], best["distance"],
+                   "may be slower than PIX/PXB" if verdict == "warn"
+                   else "bandwidth is typically a fraction of PIX/PXB"))
+        for bridge in _acs_enabled(best):
+            add("warn", "acs",
+                "ACS is enabled on bridge %s (ACSCtl %s: %s) on the path of %s <-> %s: peer-to-peer "
+                "traffic is redirected through the root complex until the pcie_acs stage clears it"
+                % (bridge["address"], bridge.get("acs_ctl_hex"), " ".join(bridge.get("enabled_bits") or []),
+                   best["gpu_address"], best["nic"]))
+
+    for fn in facts.get("unbound_mellanox_functions") or []:
+        add("bad", "nic_driver",
+            "Mellanox PCI function %s has no driver bound: load the OFED driver, or run "
+            "`echo 1 > /sys/bus/pci/devices/%s/remove; echo 1 > /sys/bus/pci/rescan`"
+            % (fn.get("address"), fn.get("address")))
+
+    for dev in facts.get("rdma_devices") or []:
+        for num, port in sorted((dev.get("ports") or {}).items()):
+            if port.get("state") != "ACTIVE":
+                add("warn", "port_state", "RDMA device %s port %s is %s (physical state %s)"
+                    % (dev.get("name"), num, port.get("state"), port.get("phys_state")))
+
+    kernel = facts.get("kernel") or {}
+    if kernel.get("reboot_pending"):
+        add("warn", "kernel", "reboot pending: %s" % "; ".join(kernel.get("reboot_reasons") or
+                                                              ["default boot kernel differs from running"]))
+
+    oops = (facts.get("kernel_oops") or {})
+    if oops.get("lines"):
+        add("bad", "kernel_log", "kernel log reports driver faults since boot (first: %s)" % oops["lines"][0])
+
+    memlock = facts.get("memlock") or {}
+    if memlock and memlock.get("soft") != "unlimited":
+        add("warn", "memlock",
+            "memlock soft limit is %s: ibv_reg_mr / ibv_create_qp fail for large buffers; the host "
+            "prerequisites set it to unlimited" % memlock.get("soft"))
+
+    for warning in facts.get("warnings") or []:
+        add("info", "facts", warning)
+    return findings
+
+
+def _fmt_link(link):
+    link = link or {}
+
+    def one(speed, width):
+        if speed is None and width is None:
+            return "?"
+        return "%s GT/s x%s" % (speed if speed is not None else "?", width if width is not None else "?")
+    return "%s (max %s)" % (one(link.get("current_speed_gts"), link.get("current_width")),
+                            one(link.get("max_speed_gts"), link.get("max_width")))
+
+
+def gpudirect_preflight_report(facts, host="", max_distance="SYS"):
+    """Render the facts as a list of lines: one readable table per host."""
+    facts = facts or {}
+    lines = ["GPUDirect preflight: %s" % host if host else "GPUDirect preflight"]
+
+    kernel = facts.get("kernel") or {}
+    lines.append("  kernel     running %s, default boot %s%s" % (
+        kernel.get("running"), kernel.get("default") or "unknown",
+        ", REBOOT PENDING" if kernel.get("reboot_pending") else ""))
+
+    drv = facts.get("nvidia_driver") or {}
+    lines.append("  driver     %s" % ("nvidia %s (%s kernel module)" % (drv.get("version"), drv.get("flavor"))
+                                      if drv.get("loaded") else "nvidia kernel module not loaded"))
+    peer = facts.get("peermem") or {}
+    dmabuf = facts.get("dmabuf") or {}
+    lines.append("  peer mem   nvidia_peermem %s, nv_peer_mem %s, dma-buf prerequisites %s" % (
+        "loaded" if peer.get("nvidia_peermem") else "not loaded",
+        "loaded" if peer.get("nv_peer_mem") else "not loaded",
+        "met" if dmabuf.get("kernel_ok") and dmabuf.get("open_module") else "not met"))
+    iommu = facts.get("iommu") or {}
+    memlock = facts.get("memlock") or {}
+    lines.append("  iommu      %s; memlock soft %s, hard %s" % (
+        iommu.get("mode", "unknown"), memlock.get("soft"), memlock.get("hard")))
+
+    gpus = facts.get("gpus") or []
+    lines.append("  GPUs       %d" % len(gpus))
+    for gpu in gpus:
+        lines.append("    %s %s:%s %s %s numa %s driver %s" % (
+            gpu.get("address"), gpu.get("vendor_id"), gpu.get("device_id"), gpu.get("name") or "",
+            _fmt_link(gpu.get("link")), gpu.get("numa_node"), gpu.get("driver")))
+    nics = facts.get("rdma_devices") or []
+    lines.append("  RDMA NICs  %d" % len(nics))
+    for dev in nics:
+        ports = ", ".join("port %s %s %s %s" % (n, p.get("state"), p.get("link_layer"), p.get("rate") or "")
+                          for n, p in sorted((dev.get("ports") or {}).items()))
+        lines.append("    %s %s netdev %s %s" % (dev.get("name"), dev.get("pci_address"),
+                                                  ",".join(dev.get("netdevs") or []) or "-", ports))
+    for fn in facts.get("unbound_mellanox_functions") or []:
+        lines.append("    %s Mellanox %s:%s NO DRIVER BOUND" % (fn.get("address"), fn.get("vendor_id"),
+                                                                fn.get("device_id")))
+
+    pairs = facts.get("pairs") or []
+    if pairs:
+        lines.append("  GPU/NIC pairs (distance as in nvidia-smi topo -m)")
+        lines.append("    %-14s %-22s %-8s %-8s %s" % ("GPU", "NIC", "distance", "verdict", "ACS on path"))
+        for pair in sorted(pairs, key=lambda p: (_distance_rank(p["distance"]), p["gpu_address"], p["nic"])):
+            acs = _acs_enabled(pair)
+            acs_text = ", ".join("%s %s" % (b["address"], b.get("acs_ctl_hex")) for b in acs) or "clear"
+            if any(not b.get("readable", True) for b in pair.get("acs") or []):
+                acs_text += " (some bridges unreadable: run with become)"
+            lines.append("    %-14s %-22s %-8s %-8s %s" % (
+                pair["gpu_address"], "%s %s" % (pair["nic"], pair.get("nic_address") or ""),
+                pair["distance"], DISTANCE_VERDICT[pair["distance"]], acs_text))
+    else:
+        lines.append("  GPU/NIC pairs: none (%s)" % (
+            "no GPU" if not gpus else "no RDMA device" if not nics else "no pair"))
+
+    findings = gpudirect_findings(facts, max_distance)
+    lines.append("  findings   %s" % ("none" if not findings else len(findings)))
+    for f in findings:
+        lines.append("    %-5s %-10s %s" % (f["severity"].upper(), f["check"], f["message"]))
+    return lines
+
+
+class FilterModule(object):
+    """Reporting filters for GPUDirect RDMA facts."""
+
+    def filters(self):
+        return {
+            "gpudirect_best_pair": gpudirect_best_pair,
+            "gpudirect_findings": gpudirect_findings,
+            "gpudirect_preflight_report": gpudirect_preflight_report,
+        }
