@@ -8,10 +8,24 @@ RDMA performs well across PIX and PXB, usually well across PHB, and badly across
 NODE and SYS (measured there: ~10 GB/s PIX against ~2 GB/s SYS on 100 Gb/s RoCE).
 """
 
+import importlib.util
+import os
+
 from ansible.errors import AnsibleFilterError
 
+
+def _load_sibling(name):
+    """Import another filter file of this folder: Ansible loads each by path, not as a package."""
+    spec = importlib.util.spec_from_file_location("_gpudirect_filters_" + name,
+                                                  os.path.join(os.path.dirname(__file__), name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gpudirect_distance_verdict = _load_sibling("gpudirect").gpudirect_distance_verdict
+
 DISTANCE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
-DISTANCE_VERDICT = {"PIX": "good", "PXB": "good", "PHB": "warn", "NODE": "bad", "SYS": "bad"}
 
 
 def _distance_rank(distance):
@@ -50,7 +64,7 @@ def gpudirect_findings(facts, max_distance="SYS"):
 
     best = gpudirect_best_pair(facts)
     if best is not None:
-        verdict = DISTANCE_VERDICT[best["distance"]]
+        verdict = gpudirect_distance_verdict(best["distance"])
         if _distance_rank(best["distance"]) > _distance_rank(max_distance):
             add("fatal", "topology",
                 "closest GPU/NIC pair %s <-> %s is %s, farther than the accepted %s: move the GPU "
@@ -164,7 +178,7 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS"):
                 acs_text += " (some bridges unreadable: run with become)"
             lines.append("    %-14s %-22s %-8s %-8s %s" % (
                 pair["gpu_address"], "%s %s" % (pair["nic"], pair.get("nic_address") or ""),
-                pair["distance"], DISTANCE_VERDICT[pair["distance"]], acs_text))
+                pair["distance"], gpudirect_distance_verdict(pair["distance"]), acs_text))
     else:
         lines.append("  GPU/NIC pairs: none (%s)" % (
             "no GPU" if not gpus else "no RDMA device" if not nics else "no pair"))
