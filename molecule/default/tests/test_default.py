@@ -1,0 +1,44 @@
+"""Container tier: what site.yml leaves on a systemd node, checked from outside the play."""
+
+import json
+
+
+_RESULTS = {}
+
+
+def _run_facts(host):
+    """Run the facts module once per host: each ansible call costs seconds."""
+    key = host.backend.get_hostname()
+    if key not in _RESULTS:
+        _RESULTS[key] = host.ansible("gpudirect_facts", "kernel_log=false", check=False, become=True)
+    return _RESULTS[key]
+
+
+def _facts(host):
+    return _run_facts(host)["ansible_facts"]["gpudirect"]
+
+
+def test_facts_module_reports_the_node_as_sysfs_shows_it(host):
+    facts = _facts(host)
+    assert facts["kernel"]["running"] == host.check_output("uname -r")
+    vendors = host.check_output("cat /sys/bus/pci/devices/*/vendor || true").split()
+    assert len(facts["gpus"]) == sum(1 for v in vendors if v == "0x10de")
+    assert facts["rdma_devices"] == [] or host.file("/sys/class/infiniband").is_directory
+    assert facts["pairs"] == []
+    soft_kib = host.check_output("sh -c 'ulimit -l'")
+    if soft_kib == "unlimited":
+        assert facts["memlock"]["soft"] == "unlimited"
+    else:
+        assert facts["memlock"]["soft_bytes"] == int(soft_kib) * 1024
+
+
+def test_facts_module_is_read_only(host):
+    result = _run_facts(host)
+    assert result["changed"] is False
+    json.dumps(result)
+
+
+def test_systemd_is_healthy_after_converge(host):
+    state = host.run("systemctl is-system-running")
+    assert state.stdout.strip() in ("running", "degraded")
+    assert host.run("systemctl --failed --no-legend --plain").stdout.strip() == ""
