@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# GPU-node tier: run the project's read-only stages on a real GPU server with a
+# local connection. The node has no network, so ansible-core comes as wheels
+# (made by tests/harness/gpu_node/wheels.sh on the controller and carried).
+# Writes what it saw under $OUT (default ./gpu-node-out):
+#   gpudirect_facts.json   the facts module's result (kept as a unit-test fixture)
+#   preflight.log          playbooks/preflight.yml, normal run
+#   preflight-check.log    the same with --check
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+OUT=${OUT:-$PWD/gpu-node-out}; mkdir -p "$OUT"
+WHEELS=${WHEELS:-.cache/device-wheels}
+# Only ansible-core travels, without collections: use the project's ansible.cfg
+# less its profile_tasks callback (from ansible.posix).
+sed '/^callbacks_enabled/d' ansible.cfg >.gpu-node-ansible.cfg
+export LANG=C.UTF-8 LC_ALL=C.UTF-8 ANSIBLE_CONFIG=$PWD/.gpu-node-ansible.cfg ANSIBLE_NOCOLOR=1
+
+pip_python=python3
+python3 -m pip --version >/dev/null 2>&1 || pip_python=$(ls /opt/*/.venv/bin/python 2>/dev/null | head -1)
+"$pip_python" -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/ansible-site "$WHEELS"/*.whl || exit 1
+export PYTHONPATH=/tmp/ansible-site
+inv=$(mktemp --suffix=.yml); cat >"$inv" <<INV
+gpu_nodes:
+  hosts:
+    $(hostname -s):
+      ansible_connection: local
+      ansible_python_interpreter: $(command -v python3)
+INV
+ap() { python3 -m ansible.cli.playbook -i "$inv" "$@"; }
+OUT=$OUT ap tests/harness/gpu_node/facts.yml >"$OUT/facts.log" 2>&1 || { cat "$OUT/facts.log"; exit 1; }
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); g=d['ansible_facts']['gpudirect']; \
+print('gpus', [(x['address'], x.get('name'), x['link']) for x in g['gpus']]); \
+print('driver', g['nvidia_driver']); print('rdma_devices', g['rdma_devices']); print('changed', d['changed'])" "$OUT/gpudirect_facts.json"
+# The node has no RDMA NIC: preflight must stop on exactly that, with the reason.
+ap playbooks/preflight.yml >"$OUT/preflight.log" 2>&1; echo "preflight rc=$?"
+ap playbooks/preflight.yml --check >"$OUT/preflight-check.log" 2>&1; echo "preflight --check rc=$?"
+grep -E "msg|GPU|driver|RDMA|cannot reach|changed=" "$OUT/preflight.log" | head -40
+grep -E "changed=" "$OUT/preflight-check.log"
