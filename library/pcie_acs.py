@@ -1,0 +1,693 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Clear, restore or report the PCIe ACS Control register of selected bridges (see DOCUMENTATION)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pcie_acs
+short_description: Clear, restore or report PCIe Access Control Services (ACS) on selected PCI bridges
+description:
+  - Selects PCI bridges (PLX/Broadcom PEX switch ports, the bridges between GPUs and RDMA NICs,
+    every bridge, or an explicit list), finds the ACS extended capability of each one by walking
+    its extended capability list from offset 0x100, and writes the 16-bit ACS Control register
+    (ACSCtl, capability offset + 6) through C(/sys/bus/pci/devices/<address>/config).
+  - The register offset is always computed from the capability list, never assumed. Old scripts
+    write C(setpci -s <bdf> f2a.w=0000), which is the ACS Control register of one PLX part only
+    and an unrelated register on every other bridge; this module never does that.
+  - Every write is read back and compared; a mismatch fails the task with the before, written and
+    read-back values.
+  - Reports, per bridge, the address, vendor/device, ACS offset, the value before and after (hex and
+    decoded bit names) and whether it changed. C(changed) is true only when a register changed (or
+    would change, in check mode).
+  - A selected bridge without an ACS capability is listed in C(skipped_bridges) with the reason C(no ACS capability);
+    that is not an error.
+  - Clearing ACS weakens IOMMU isolation (peer-to-peer requests no longer pass the IOMMU). With
+    I(state=disabled) the module refuses to run while any PCI function is bound to C(vfio-pci)
+    (devices passed to virtual machines) unless I(force=true).
+  - The change lasts until the next reboot, when the kernel programs ACS again. The C(pcie_acs) role
+    installs a boot-time unit that re-applies the same selection.
+version_added: "1.0.0"
+author:
+  - GPUDirect RDMA toolkit maintainers
+options:
+  mode:
+    description:
+      - Which bridges to select, before I(include) and I(exclude) are applied.
+      - C(plx) PCI-to-PCI bridges (class 0x0604) of PLX Technology (vendor 0x10b5) and of Broadcom
+        PEX 88000/89000 switches (vendor 0x1000, device ids 0xc0xx, that is c010 and c012 PEX880xx Gen 4,
+        c030 and c034 PEX890xx Gen 5 in pci.ids).
+      - C(gpu_nic_path) the bridges on the PCIe paths between GPUs and RDMA NICs, read from
+        I(pairs) (C(ansible_facts.gpudirect.pairs)), limited to pairs whose distance is in
+        I(pair_distances).
+      - C(all) every PCI-to-PCI bridge (class 0x0604).
+      - C(none) nothing; only the addresses in I(include).
+    type: str
+    choices: [plx, gpu_nic_path, all, none]
+    default: plx
+  include:
+    description:
+      - PCI addresses added to the selection, as C(DDDD:BB:DD.F) or C(BB:DD.F) (domain 0000).
+      - Every address must exist under C(<root>/sys/bus/pci/devices); a malformed or unknown
+        address fails the task before anything is written.
+    type: list
+    elements: str
+    default: []
+  exclude:
+    description:
+      - PCI addresses removed from the selection (same formats as I(include)). Excluded addresses
+        are reported in C(skipped_bridges). An address that does not exist is ignored.
+    type: list
+    elements: str
+    default: []
+  pairs:
+    description:
+      - For I(mode=gpu_nic_path) the list C(ansible_facts.gpudirect.pairs) published by the
+        C(gpudirect_facts) module. Each item needs C(path), the list of bridge addresses between
+        the GPU and the NIC; C(distance), C(gpu) and C(nic) are used when present.
+    type: list
+    elements: dict
+    default: []
+  pair_distances:
+    description:
+      - For I(mode=gpu_nic_path) the distance classes whose pairs are used. NODE and SYS pairs
+        cross host bridges or sockets, where peer-to-peer traffic is not switched by these
+        bridges, so they are left out by default. A pair without C(distance) is always used.
+    type: list
+    elements: str
+    choices: [PIX, PXB, PHB, NODE, SYS]
+    default: [PIX, PXB, PHB]
+  state:
+    description:
+      - C(disabled) writes 0x0000 to ACSCtl (every ACS feature off).
+      - C(enabled) writes I(acs_ctl), limited to the bits the bridge implements (ACSCap).
+      - C(query) only reports.
+    type: str
+    choices: [disabled, enabled, query]
+    default: disabled
+  acs_ctl:
+    description:
+      - ACSCtl value written with I(state=enabled). Bits 0-6 are SrcValid, TransBlk, ReqRedir,
+        CmpltRedir, UpstreamFwd, EgressCtrl, DirectTrans.
+      - The default 0x001d (SrcValid, ReqRedir, CmpltRedir, UpstreamFwd) is what Linux programs on
+        a downstream port at enumeration (C(pci_std_enable_acs)); the kernel sets TransBlk only for
+        untrusted/external ports and never sets EgressCtrl or DirectTrans. 0x005d, seen in some
+        BIOS defaults, adds DirectTrans (direct translated peer-to-peer), which the kernel does not
+        enable, so it is not the restore value.
+      - The value is masked with the bridge's ACSCap before writing, because unimplemented bits
+        are hardwired to 0 and would read back different.
+    type: int
+    default: 0x001d
+  force:
+    description:
+      - Clear ACS even when PCI functions are bound to C(vfio-pci). Only for hosts that pass
+        devices to virtual machines and accept that those devices lose IOMMU isolation from their
+        peers behind the same bridges.
+    type: bool
+    default: false
+  root:
+    description:
+      - Directory holding the C(sys/) tree. Leave at C(/) on a live host; point it at a captured
+        or fabricated tree for tests.
+    type: path
+    default: /
+attributes:
+  check_mode:
+    support: full
+    description: Computes the same report, with C(after) the value that would be written, and writes nothing.
+  diff_mode:
+    support: none
+    description: The per-bridge C(before)/C(after) values are the diff.
+  platform:
+    platforms: linux
+    description: Linux sysfs.
+notes:
+  - Needs root (C(become)) on a live host; unprivileged reads of the configuration space stop
+    after 64 bytes, before the extended capabilities, and the module fails saying so.
+  - ACS is set again by the kernel at every boot; pair this module with a boot-time applier
+    (the C(pcie_acs) role installs C(gpudirect-pcie-acs.service)) or a kernel parameter.
+  - Changing ACS at run time does not rebuild IOMMU groups, which the kernel forms at boot.
+requirements:
+  - Linux with sysfs mounted at C(<root>/sys).
+"""
+
+EXAMPLES = r"""
+- name: Clear ACS on the PLX / Broadcom PEX switch ports
+  pcie_acs:
+  become: true
+
+- name: Clear ACS only on the bridges between GPUs and RDMA NICs
+  pcie_acs:
+    mode: gpu_nic_path
+    pairs: "{{ ansible_facts.gpudirect.pairs }}"
+  become: true
+
+- name: Clear ACS on two named bridges only
+  pcie_acs:
+    mode: none
+    include: ["0000:02:08.0", "02:10.0"]
+  become: true
+
+- name: Restore the kernel's default ACS on the PLX ports
+  pcie_acs:
+    state: enabled
+  become: true
+
+- name: Report ACS on every bridge, change nothing
+  pcie_acs:
+    mode: all
+    state: query
+  become: true
+"""
+
+RETURN = r"""
+bridges:
+  description: Selected bridges that have an ACS capability, sorted by address.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    address:
+      description: PCI address.
+      type: str
+      sample: "0000:02:08.0"
+    vendor_id:
+      description: PCI vendor id.
+      type: str
+      sample: "0x10b5"
+    device_id:
+      description: PCI device id.
+      type: str
+      sample: "0x8747"
+    reason:
+      description: Why the bridge was selected (C(plx), C(all), C(include), C(gpu_nic_path GPU0/mlx5_0), ...).
+      type: str
+      sample: plx
+    acs_offset:
+      description: Configuration-space offset of the ACS extended capability, found by walking the list.
+      type: int
+      sample: 328
+    acs_offset_hex:
+      description: I(acs_offset) in hex.
+      type: str
+      sample: "0x148"
+    acs_ctl_offset:
+      description: Absolute offset of the ACS Control register that is read and written (I(acs_offset) + 6).
+      type: int
+      sample: 334
+    acs_cap:
+      description: ACS Capability register.
+      type: str
+      sample: "0x005f"
+    acs_cap_bits:
+      description: ACS features the bridge implements.
+      type: list
+      elements: str
+      sample: [SrcValid, TransBlk, ReqRedir, CmpltRedir, UpstreamFwd, DirectTrans]
+    config_acs:
+      description: This bridge's entry for the kernel parameter C(pci=config_acs=) (Linux 6.11 and later)
+        that clears at boot every ACS feature the bridge implements; flags from bit 6 down to bit 0,
+        C(0) = force off, C(x) = leave (not implemented).
+      type: str
+      sample: "0x00000@0000:02:08.0"
+    before:
+      description: ACSCtl before the task.
+      type: str
+      sample: "0x005d"
+    before_bits:
+      description: Bits set in I(before).
+      type: list
+      elements: str
+      sample: [SrcValid, ReqRedir, CmpltRedir, UpstreamFwd, DirectTrans]
+    after:
+      description: ACSCtl after the task (read back), or the value that would be written in check mode.
+      type: str
+      sample: "0x0000"
+    after_bits:
+      description: Bits set in I(after).
+      type: list
+      elements: str
+      sample: []
+    changed:
+      description: Whether this register changed (would change in check mode).
+      type: bool
+      sample: true
+    log:
+      description: One line for the change log.
+      type: str
+      sample: "0000:02:08.0 10b5:8747 ACS@0x148 ACSCtl@0x14e 0x005d (SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans) -> 0x0000 (none)"
+selected:
+  description: Addresses selected by I(mode) and I(include), minus I(exclude).
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:01:00.0", "0000:02:08.0", "0000:02:10.0"]
+skipped_bridges:
+  description:
+    - Selected or excluded addresses that were not touched, with the reason.
+    - Not called C(skipped), because a true C(skipped) key in a result makes Ansible mark the
+      whole task as skipped (and hide C(changed)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    address:
+      description: PCI address.
+      type: str
+    reason:
+      description: C(no ACS capability), C(excluded), or C(not present in sysfs).
+      type: str
+  sample: [{"address": "0000:01:00.0", "reason": "no ACS capability"}]
+vfio_devices:
+  description: PCI functions bound to vfio-pci.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+kernel_param:
+  description: Values for the optional kernel-parameter mode, built from the bridges in C(bridges);
+    empty strings when there are none. The entries are joined with C(;), which GRUB treats as a
+    command separator, so quote the value (C(pci=config_acs="...")) in boot-loader configuration.
+  returned: always
+  type: dict
+  contains:
+    config_acs:
+      description: Value of C(pci=config_acs=) (Linux 6.11 and later).
+      type: str
+      sample: "0x00000@0000:02:08.0;0x00000@0000:02:10.0"
+    disable_acs_redir:
+      description: Value of C(pci=disable_acs_redir=) (kernels before 6.11; clears only ReqRedir,
+        CmpltRedir and EgressCtrl).
+      type: str
+      sample: "0000:02:08.0;0000:02:10.0"
+state:
+  description: The requested state.
+  returned: always
+  type: str
+  sample: disabled
+msg:
+  description: Summary.
+  returned: always
+  type: str
+  sample: "ACS cleared on 3 of 3 bridges with ACS (4 selected); 1 without ACS capability"
+"""
+
+import os
+import re
+import struct
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_pci import (
+    ConfigSpaceUnreadable,
+    PCI_ACS_CTRL,
+    PCI_EXT_CAP_ID_ACS,
+    acs_info,
+    decode_acs_bits,
+    find_ext_capability,
+    link_basename,
+    list_pci_addresses,
+    normalize_pci_address,
+    pci_address_key,
+    pci_device_dir,
+    read_config,
+    read_int,
+)
+
+VENDOR_PLX = 0x10B5
+VENDOR_BROADCOM_LSI = 0x1000
+# Broadcom PEX 88000 (Gen 4) and PEX 89000 (Gen 5) switch ports: 1000:c010, c012, c030, c034
+# in pci.ids; the whole 0xc0xx block is taken, restricted to PCI-to-PCI bridges.
+BROADCOM_PEX_DEVICE_MASK = 0xFF00
+BROADCOM_PEX_DEVICE_BLOCK = 0xC000
+PCI_CLASS_BRIDGE_PCI = 0x0604
+ACS_CTL_DEFINED_BITS = 0x007F
+DEFAULT_ACS_CTL = 0x001D
+VFIO_DRIVER = "vfio-pci"
+
+BECOME_HINT = ("the kernel shows only the first 64 bytes of /sys/bus/pci/devices/*/config to unprivileged "
+               "users, so the ACS capability cannot be found: run the task with become: true")
+
+_SHORT_BDF_RE = re.compile(r"^[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+
+
+class AcsError(Exception):
+    """A failure to report through fail_json; ``details`` go into the result."""
+
+    def __init__(self, msg, **details):
+        super(AcsError, self).__init__(msg)
+        self.msg = msg
+        self.details = details
+
+
+# --------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------
+
+def normalize_address(text):
+    """``DDDD:BB:DD.F`` or ``BB:DD.F`` (domain 0000) -> ``dddd:bb:dd.f``; None when malformed."""
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    if _SHORT_BDF_RE.match(text):
+        text = "0000:" + text
+    return normalize_pci_address(text)
+
+
+def normalize_addresses(values, option):
+    """Normalized addresses of a list option; raises AcsError naming every malformed entry."""
+    good, bad = [], []
+    for value in values or []:
+        address = normalize_address(value)
+        if address is None:
+            bad.append(value)
+        elif address not in good:
+            good.append(address)
+    if bad:
+        raise AcsError("%s: malformed PCI address(es) %s; write them as DDDD:BB:DD.F (for example 0000:02:08.0) "
+                       "or BB:DD.F, as lspci -D prints them. Nothing was changed." % (option, ", ".join(repr(b) for b in bad)))
+    return good
+
+
+def hex16(value):
+    return None if value is None else "0x%04x" % value
+
+
+def describe_bits(value):
+    names = decode_acs_bits(value)
+    return " ".join(names) if names else "none"
+
+
+def config_acs_flags(cap):
+    """``pci=config_acs=`` flags that force every ACS feature the bridge implements off and leave
+    the others alone: one character per bit, bit 6 (DirectTrans) first, bit 0 (SrcValid) last;
+    '0' where ACSCap has the bit, 'x' where it does not (the kernel rejects forcing an
+    unimplemented bit)."""
+    return "".join("0" if cap & (1 << bit) else "x" for bit in range(6, -1, -1))
+
+
+def is_plx_bridge(vendor, device):
+    """PLX Technology (0x10b5) or Broadcom PEX 88000/89000 (0x1000:0xc0xx)."""
+    if vendor == VENDOR_PLX:
+        return True
+    return (vendor == VENDOR_BROADCOM_LSI and device is not None
+            and (device & BROADCOM_PEX_DEVICE_MASK) == BROADCOM_PEX_DEVICE_BLOCK)
+
+
+class Function(object):
+    """The sysfs attributes of one PCI function that selection needs."""
+
+    def __init__(self, root, address):
+        self.address = address
+        self.devdir = pci_device_dir(root, address)
+        self.vendor = read_int(os.path.join(self.devdir, "vendor"), 16)
+        self.device = read_int(os.path.join(self.devdir, "device"), 16)
+        self.pci_class = read_int(os.path.join(self.devdir, "class"), 16)
+        self.driver = link_basename(os.path.join(self.devdir, "driver"))
+
+    @property
+    def is_bridge(self):
+        return self.pci_class is not None and (self.pci_class >> 8) == PCI_CLASS_BRIDGE_PCI
+
+    @property
+    def ids(self):
+        return "%s:%s" % ("????" if self.vendor is None else "%04x" % self.vendor,
+                          "????" if self.device is None else "%04x" % self.device)
+
+
+# --------------------------------------------------------------------------
+# selection
+# --------------------------------------------------------------------------
+
+def vfio_devices(functions):
+    return [fn.address for fn in functions.values() if fn.driver == VFIO_DRIVER]
+
+
+def pair_label(pair):
+    gpu = pair.get("gpu") or pair.get("gpu_address") or "GPU"
+    nic = pair.get("nic") or pair.get("nic_address") or "NIC"
+    return "%s/%s" % (gpu, nic)
+
+
+def select(functions, mode, include, exclude, pairs, pair_distances):
+    """Return ``(selected, reasons, skipped)``: addresses in order, address -> reason, skipped entries."""
+    reasons = {}
+    skipped = []
+    if mode in ("plx", "all"):
+        for fn in functions.values():
+            if not fn.is_bridge:
+                continue
+            if mode == "all" or is_plx_bridge(fn.vendor, fn.device):
+                reasons.setdefault(fn.address, mode)
+    elif mode == "gpu_nic_path":
+        for index, pair in enumerate(pairs):
+            distance = pair.get("distance")
+            if distance is not None and distance not in pair_distances:
+                continue
+            for address in normalize_addresses(pair.get("path") or [], "pairs[%d].path" % index):
+                if address not in functions:
+                    if not any(s["address"] == address for s in skipped):
+                        skipped.append({"address": address,
+                                        "reason": "not present in sysfs (facts gathered before a reboot or hotplug?)"})
+                    continue
+                reasons.setdefault(address, "gpu_nic_path %s" % pair_label(pair))
+    for address in include:
+        reasons.setdefault(address, "include")
+    for address in exclude:
+        if address in reasons:
+            del reasons[address]
+            skipped.append({"address": address, "reason": "excluded"})
+    selected = sorted(reasons, key=pci_address_key)
+    return selected, reasons, skipped
+
+
+def validate_pairs(pairs):
+    for index, pair in enumerate(pairs):
+        path = pair.get("path")
+        if path is None or not isinstance(path, list):
+            raise AcsError("pairs[%d] has no 'path' list of bridge addresses; pass ansible_facts.gpudirect.pairs "
+                           "from the gpudirect_facts module (run the preflight stage first). Nothing was changed."
+                           % index)
+        normalize_addresses(path, "pairs[%d].path" % index)
+
+
+# --------------------------------------------------------------------------
+# planning and writing
+# --------------------------------------------------------------------------
+
+def config_path(fn):
+    return os.path.join(fn.devdir, "config")
+
+
+def plan(functions, selected, reasons, state, acs_ctl):
+    """Read every selected bridge and compute the target values. Nothing is written here, so a
+    bridge whose configuration space cannot be read stops the run before any change."""
+    entries, skipped, unreadable = [], [], []
+    for address in selected:
+        fn = functions[address]
+        cfg = read_config(fn.devdir)
+        if cfg is None:
+            unreadable.append("%s (no readable config file)" % address)
+            continue
+        try:
+            offset = find_ext_capability(cfg, PCI_EXT_CAP_ID_ACS)
+        except ConfigSpaceUnreadable:
+            unreadable.append("%s (read %d bytes)" % (address, len(cfg)))
+            continue
+        info = acs_info(cfg)
+        if offset is None or info["status"] != "present":
+            skipped.append({"address": address, "reason": "no ACS capability"})
+            continue
+        if info["ctl_offset"] != offset + PCI_ACS_CTRL:  # both come from the same walk
+            raise AcsError("%s: inconsistent ACS capability walk (0x%x vs 0x%x); nothing was changed"
+                           % (address, info["ctl_offset"], offset + PCI_ACS_CTRL))
+        before, cap = info["ctl"], info["cap"]
+        if state == "disabled":
+            target = 0
+        elif state == "enabled":
+            target = acs_ctl & cap
+        else:
+            target = before
+        entries.append({
+            "address": address,
+            "vendor_id": None if fn.vendor is None else "0x%04x" % fn.vendor,
+            "device_id": None if fn.device is None else "0x%04x" % fn.device,
+            "ids": fn.ids,
+            "reason": reasons.get(address),
+            "acs_offset": offset,
+            "acs_offset_hex": "0x%x" % offset,
+            "acs_ctl_offset": info["ctl_offset"],
+            "acs_cap": hex16(cap),
+            "acs_cap_bits": decode_acs_bits(cap),
+            "config_acs": "%s@%s" % (config_acs_flags(cap), address),
+            "before_value": before,
+            "target": target,
+            "path": config_path(fn),
+        })
+    if unreadable:
+        raise AcsError("cannot read the extended PCI configuration space of %s: %s. Nothing was changed."
+                       % (", ".join(unreadable), BECOME_HINT), skipped_bridges=skipped)
+    return entries, skipped
+
+
+def write_acs_ctl(path, offset, value):
+    """Write the 16-bit ACSCtl little-endian at ``offset`` of a sysfs config file and return
+    the value read back from the same offset."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        written = os.pwrite(fd, struct.pack("<H", value), offset)
+        if written != 2:
+            raise IOError("short write (%d of 2 bytes) at 0x%x of %s" % (written, offset, path))
+        data = os.pread(fd, 2, offset)
+    finally:
+        os.close(fd)
+    if len(data) != 2:
+        raise IOError("short read-back (%d of 2 bytes) at 0x%x of %s" % (len(data), offset, path))
+    return struct.unpack("<H", data)[0]
+
+
+def finish_entry(entry, after, changed):
+    before = entry.pop("before_value")
+    entry.pop("target")
+    entry.pop("path")
+    ids = entry.pop("ids")
+    entry.update(before=hex16(before), before_bits=decode_acs_bits(before), after=hex16(after),
+                 after_bits=decode_acs_bits(after), changed=changed)
+    entry["log"] = "%s %s ACS@0x%x ACSCtl@0x%x %s (%s) -> %s (%s)%s" % (
+        entry["address"], ids, entry["acs_offset"], entry["acs_ctl_offset"], hex16(before), describe_bits(before),
+        hex16(after), describe_bits(after), "" if changed else " unchanged")
+    return entry
+
+
+def apply(entries, check_mode):
+    """Write the planned values; returns the finished report entries. Raises AcsError on a
+    write failure or read-back mismatch, with the entries done so far."""
+    done = []
+    for entry in entries:
+        before, target = entry["before_value"], entry["target"]
+        if target == before or check_mode:
+            done.append(finish_entry(entry, target, target != before))
+            continue
+        address, offset = entry["address"], entry["acs_ctl_offset"]
+        try:
+            after = write_acs_ctl(entry["path"], offset, target)
+        except (IOError, OSError) as exc:
+            hint = ""
+            if getattr(exc, "errno", None) in (1, 13):  # EPERM, EACCES
+                hint = ": writing PCI configuration space needs root, run the task with become: true"
+            raise AcsError("%s: writing ACSCtl 0x%04x at offset 0x%x failed (%s)%s" % (address, target, offset, exc, hint),
+                           bridges=done, changed=any(e["changed"] for e in done))
+        if after != target:
+            failed = finish_entry(entry, after, after != before)
+            done.append(failed)
+            raise AcsError("%s: ACSCtl read back 0x%04x after writing 0x%04x at offset 0x%x (before 0x%04x): the "
+                           "bridge did not take the value (bits hardwired, or the register is locked by firmware)"
+                           % (address, after, target, offset, before),
+                           bridges=done, changed=any(e["changed"] for e in done), before=hex16(before),
+                           written=hex16(target), after=hex16(after))
+        done.append(finish_entry(entry, after, True))
+    return done
+
+
+def summary(state, bridges, selected, skipped, check_mode):
+    changed = [b for b in bridges if b["changed"]]
+    verb = {"disabled": "cleared", "enabled": "enabled", "query": "reported"}[state]
+    if not selected:
+        return "no bridge selected; nothing to do"
+    if state == "query":
+        text = "ACS reported on %d of %d selected bridges" % (len(bridges), len(selected))
+    else:
+        text = "ACS %s%s on %d of %d bridges with ACS (%d selected)" % (
+            "would be " if check_mode else "", verb, len(changed), len(bridges), len(selected))
+    no_acs = [s for s in skipped if s["reason"] == "no ACS capability"]
+    if no_acs:
+        text += "; %d without ACS capability" % len(no_acs)
+    return text
+
+
+def run(params, check_mode, warn=None):
+    """The module's work, independent of AnsibleModule. Returns the result dict or raises AcsError."""
+    root = params["root"] or "/"
+    state = params["state"]
+    mode = params["mode"]
+    acs_ctl = params["acs_ctl"]
+    if acs_ctl is None:
+        acs_ctl = DEFAULT_ACS_CTL
+    if acs_ctl < 0 or acs_ctl & ~ACS_CTL_DEFINED_BITS:
+        raise AcsError("acs_ctl 0x%x sets bits outside 0-6 (SrcValid .. DirectTrans); bits 7-15 of ACS Control are "
+                       "reserved. Use for example 0x001d. Nothing was changed." % acs_ctl)
+    include = normalize_addresses(params["include"], "include")
+    exclude = normalize_addresses(params["exclude"], "exclude")
+    pairs = params["pairs"] or []
+    if mode == "gpu_nic_path":
+        validate_pairs(pairs)
+        if not pairs and warn:
+            warn("mode gpu_nic_path got no GPU/NIC pairs (ansible_facts.gpudirect.pairs is empty); "
+                 "only 'include' addresses are used")
+
+    if not os.path.isdir(os.path.join(root, "sys", "bus", "pci", "devices")):
+        raise AcsError("%s has no sys/bus/pci/devices: leave root at / on a live Linux host, or point it at a "
+                       "captured tree" % root)
+    functions = dict((a, Function(root, a)) for a in list_pci_addresses(root))
+    missing = [a for a in include if a not in functions]
+    if missing:
+        raise AcsError("include: no PCI function %s under %s/sys/bus/pci/devices; check the addresses with "
+                       "lspci -D. Nothing was changed." % (", ".join(missing), root.rstrip("/")))
+
+    vfio = sorted(vfio_devices(functions), key=pci_address_key)
+    selected, reasons, skipped = select(functions, mode, include, exclude, pairs, params["pair_distances"] or [])
+    if state == "disabled" and vfio and selected and not params["force"]:
+        raise AcsError("refusing to clear ACS: PCI function(s) %s are bound to vfio-pci (passed to virtual machines?). "
+                       "Clearing ACS lets peer-to-peer traffic bypass the IOMMU, so those devices would lose their "
+                       "isolation. Unbind them, or set force: true (role: pcie_acs_force: true) if you accept that. "
+                       "Nothing was changed." % ", ".join(vfio), vfio_devices=vfio, selected=selected)
+
+    entries, no_acs = plan(functions, selected, reasons, state, acs_ctl)
+    skipped = skipped + no_acs
+    bridges = apply(entries, check_mode or state == "query")
+    skipped.sort(key=lambda s: pci_address_key(s["address"]))
+    return {
+        "changed": any(b["changed"] for b in bridges),
+        "bridges": bridges,
+        "selected": selected,
+        "skipped_bridges": skipped,
+        "vfio_devices": vfio,
+        "kernel_param": {
+            "config_acs": ";".join(b["config_acs"] for b in bridges),
+            "disable_acs_redir": ";".join(b["address"] for b in bridges),
+        },
+        "state": state,
+        "mode": mode,
+        "msg": summary(state, bridges, selected, skipped, check_mode),
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            mode=dict(type="str", default="plx", choices=["plx", "gpu_nic_path", "all", "none"]),
+            include=dict(type="list", elements="str", default=[]),
+            exclude=dict(type="list", elements="str", default=[]),
+            pairs=dict(type="list", elements="dict", default=[]),
+            pair_distances=dict(type="list", elements="str", default=["PIX", "PXB", "PHB"],
+                                choices=["PIX", "PXB", "PHB", "NODE", "SYS"]),
+            state=dict(type="str", default="disabled", choices=["disabled", "enabled", "query"]),
+            acs_ctl=dict(type="int", default=DEFAULT_ACS_CTL),
+            force=dict(type="bool", default=False),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module.params, module.check_mode, module.warn)
+    except AcsError as exc:
+        details = dict(exc.details)
+        details.setdefault("changed", False)
+        module.fail_json(msg=exc.msg, **details)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

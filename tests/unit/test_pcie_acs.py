@@ -1,0 +1,803 @@
+"""Unit tests for library/pcie_acs.py on fake sysfs trees whose config files carry real
+configuration-space byte layouts (tests/unit/sysfs_tree.py).
+
+The central property: the module writes only the two bytes of ACS Control at the offset found
+by walking the extended capability list, never a fixed offset such as the 0xf2a of the old
+``setpci -s $pci f2a.w=0000`` scripts. Most tests compare every byte of every config file of the
+tree before and after a run.
+"""
+
+import errno
+import json
+import os
+import struct
+
+import pytest
+
+from ansible.module_utils import basic
+
+import pcie_acs
+from sysfs_tree import (
+    ACS_ALL_CTL,
+    PORT_DOWNSTREAM,
+    PORT_ROOT,
+    PORT_UPSTREAM,
+    ConfigSpace,
+    SysfsTree,
+    bridge_config,
+    gpu_server,
+)
+
+PLX_UP = "0000:01:00.0"
+PLX_DN_148 = "0000:02:08.0"
+PLX_DN_2A0 = "0000:02:10.0"
+PLX_DN_F24 = "0000:02:18.0"
+ROOT_PORT = "0000:00:01.0"
+PEX89K = "0000:41:00.0"
+LSI_OTHER_BRIDGE = "0000:40:02.0"
+PLX_NT_ENDPOINT = "0000:02:00.1"
+GPU = "0000:03:00.0"
+NIC = "0000:04:00.0"
+NIC_F1 = "0000:04:00.1"
+
+# a vendor-specific extended capability (id 0x000b) whose body covers 0xf24..0xf5f: the bytes
+# at 0xf2a are *its* data, exactly where the old PLX-only script writes.
+VSEC_AT_F20_BODY = bytes(range(0x40, 0x80))
+
+
+# ---------------------------------------------------------------------------
+# trees
+# ---------------------------------------------------------------------------
+
+def acs_2a0_config(vendor=0x10B5, device=0x8747, ctl=ACS_ALL_CTL):
+    """PCIe downstream port whose extended list is AER 0x100 -> VSEC 0x140 -> LTR 0x1c0 ->
+    ACS 0x2a0 -> VSEC 0xf20 (data over 0xf2a) -> end."""
+    cfg = ConfigSpace(vendor, device, 0x060400)
+    cfg.add_cap(0x40, 0x01, b"\x03\x00").add_cap(0x48, 0x05).add_pcie(0x68, PORT_DOWNSTREAM)
+    cfg.add_aer(0x100)
+    cfg.add_ext(0x140, 0x000B, 1, b"\x02\x00\x10\x01" + b"\xaa" * 12)
+    cfg.add_ext(0x1C0, 0x0018, 1, b"\x03\x10\x03\x10")
+    cfg.add_acs(0x2A0, ctl=ctl)
+    cfg.add_ext(0xF20, 0x000B, 1, VSEC_AT_F20_BODY)
+    return cfg
+
+
+def acs_f24_config(ctl=ACS_ALL_CTL):
+    """The one layout where 0xf2a *is* ACS Control: a PLX port whose ACS capability sits at 0xf24
+    (AER 0x100 -> VSEC 0x950 -> ACS 0xf24)."""
+    cfg = ConfigSpace(0x10B5, 0x8747, 0x060400)
+    cfg.add_cap(0x40, 0x01, b"\x03\x00").add_cap(0x48, 0x05).add_pcie(0x68, PORT_DOWNSTREAM)
+    cfg.add_aer(0x100)
+    cfg.add_ext(0x950, 0x000B, 1, b"\x01\x00\x14\x01")
+    cfg.add_acs(0xF24, ctl=ctl)
+    return cfg
+
+
+def server(tmp_path, plx_ctl=ACS_ALL_CTL):
+    """Intel root port 00:01.0 (ACS 0x148, ctl 0x001d) -> PLX PEX8747 upstream 01:00.0 (no ACS) ->
+    downstream ports 02:08.0 (ACS 0x148), 02:10.0 (ACS 0x2a0, VSEC data at 0xf2a), 02:18.0
+    (ACS 0xf24) and an NT endpoint 02:00.1 of PLX (not a bridge) -> GPU 03:00.0 under 02:08.0,
+    ConnectX 04:00.0/.1 under 02:10.0. Second host bridge pci0000:40: a Broadcom/LSI bridge
+    1000:1234 (not a PEX switch) at 40:02.0 and a PEX89000 port 1000:c030 at 41:00.0 (ACS 0x1f0)."""
+    t = SysfsTree(tmp_path / "root")
+    t.add_pci("0000:00:00.0", vendor=0x8086, device=0x2020, pci_class=0x060000)
+    t.add_bridge(ROOT_PORT, vendor=0x8086, device=0x2030, port_type=PORT_ROOT, acs_ctl=0x001D)
+    t.add_bridge(PLX_UP, parent=ROOT_PORT, vendor=0x10B5, device=0x8747, port_type=PORT_UPSTREAM)
+    t.add_bridge(PLX_DN_148, parent=PLX_UP, vendor=0x10B5, device=0x8747, port_type=PORT_DOWNSTREAM,
+                 acs_ctl=plx_ctl, acs_offset=0x148)
+    t.add_bridge(PLX_DN_2A0, parent=PLX_UP, vendor=0x10B5, device=0x8747, config=acs_2a0_config(ctl=plx_ctl))
+    t.add_bridge(PLX_DN_F24, parent=PLX_UP, vendor=0x10B5, device=0x8747, config=acs_f24_config(ctl=plx_ctl))
+    nt = ConfigSpace(0x10B5, 0x87B0, 0x068000)
+    nt.add_cap(0x40, 0x01).add_pcie(0x68, 0).add_aer(0x100).add_acs(0x148, ctl=0x001D)
+    t.add_pci(PLX_NT_ENDPOINT, parent=PLX_UP, vendor=0x10B5, device=0x87B0, pci_class=0x068000, config=nt)
+    t.add_gpu(GPU, parent=PLX_DN_148)
+    t.add_nic(NIC, parent=PLX_DN_2A0)
+    t.add_nic(NIC_F1, parent=PLX_DN_2A0)
+    t.add_bridge(LSI_OTHER_BRIDGE, host="pci0000:40", vendor=0x1000, device=0x1234, port_type=PORT_ROOT,
+                 acs_ctl=0x001D)
+    t.add_bridge(PEX89K, parent=LSI_OTHER_BRIDGE, vendor=0x1000, device=0xC030, port_type=PORT_DOWNSTREAM,
+                 config=bridge_config(0x1000, 0xC030, PORT_DOWNSTREAM, acs_ctl=plx_ctl, acs_offset=0x1F0))
+    return t
+
+
+def snapshot(tree):
+    """address -> bytes of its config file (every function of the tree)."""
+    out = {}
+    base = tree.abs("sys/bus/pci/devices")
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name, "config")
+        if os.path.exists(path):
+            with open(path, "rb") as handle:
+                out[name] = handle.read()
+    return out
+
+
+def changed_bytes(before, after):
+    """address -> sorted offsets whose byte differs."""
+    diff = {}
+    for address, old in before.items():
+        new = after[address]
+        assert len(old) == len(new), address
+        offsets = [i for i, (a, b) in enumerate(zip(old, new)) if a != b]
+        if offsets:
+            diff[address] = offsets
+    return diff
+
+
+def u16(raw, offset):
+    return struct.unpack_from("<H", raw, offset)[0]
+
+
+def params(tree, **kwargs):
+    base = dict(mode="plx", include=[], exclude=[], pairs=[], pair_distances=["PIX", "PXB", "PHB"],
+                state="disabled", acs_ctl=0x001D, force=False, root=tree.root)
+    base.update(kwargs)
+    return base
+
+
+def run(tree, check_mode=False, **kwargs):
+    return pcie_acs.run(params(tree, **kwargs), check_mode)
+
+
+def by_address(result):
+    return dict((b["address"], b) for b in result["bridges"])
+
+
+def failure(tree, check_mode=False, **kwargs):
+    with pytest.raises(pcie_acs.AcsError) as info:
+        run(tree, check_mode, **kwargs)
+    return info.value
+
+
+# ---------------------------------------------------------------------------
+# addresses
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,expected", [
+    ("0000:02:08.0", "0000:02:08.0"),
+    ("02:08.0", "0000:02:08.0"),
+    ("0000:A1:1F.7", "0000:a1:1f.7"),
+    (" 0001:02:08.0 ", "0001:02:08.0"),
+    ("02:08", None),
+    ("0000:02:08.8", None),
+    ("2:08.0", None),
+    ("0000:02:08.0;rm", None),
+    ("", None),
+    (None, None),
+    (42, None),
+])
+def test_normalize_address(text, expected):
+    assert pcie_acs.normalize_address(text) == expected
+
+
+def test_is_plx_bridge_ids():
+    assert pcie_acs.is_plx_bridge(0x10B5, 0x8747)
+    for device in (0xC010, 0xC012, 0xC030, 0xC034):
+        assert pcie_acs.is_plx_bridge(0x1000, device)
+    assert not pcie_acs.is_plx_bridge(0x1000, 0x0097)  # SAS3008 HBA
+    assert not pcie_acs.is_plx_bridge(0x1000, 0x02B2)  # PEX890xx synthetic place-holder endpoint
+    assert not pcie_acs.is_plx_bridge(0x8086, 0x2030)
+
+
+# ---------------------------------------------------------------------------
+# the capability walk and the write: only the computed ACSCtl offset changes
+# ---------------------------------------------------------------------------
+
+def test_plx_mode_writes_only_computed_acsctl_offsets(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    # the trap is real: 0xf2a of the 0x2a0 port holds another capability's data
+    assert u16(before[PLX_DN_2A0], 0xF2A) == u16(VSEC_AT_F20_BODY, 0x6) != 0
+    assert u16(before[PLX_DN_2A0], 0x2A6) == ACS_ALL_CTL
+
+    result = run(tree)
+
+    after = snapshot(tree)
+    assert changed_bytes(before, after) == {
+        PLX_DN_148: [0x14E],            # 0x148 + 6 (low byte 0x5d -> 0; high byte already 0)
+        PLX_DN_2A0: [0x2A6],            # 0x2a0 + 6
+        PLX_DN_F24: [0xF2A],            # the one layout where 0xf2a is ACSCtl, found by walking
+        PEX89K: [0x1F6],                # Broadcom PEX89000 port, ACS at 0x1f0
+    }
+    assert after[PLX_DN_2A0][0xF20:0xF64] == before[PLX_DN_2A0][0xF20:0xF64]
+    for address in (PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K):
+        assert len(after[address]) == 4096
+    assert result["changed"] is True
+    report = by_address(result)
+    assert report[PLX_DN_2A0]["acs_offset"] == 0x2A0
+    assert report[PLX_DN_2A0]["acs_ctl_offset"] == 0x2A6
+    assert report[PLX_DN_2A0]["acs_offset_hex"] == "0x2a0"
+    assert report[PLX_DN_F24]["acs_ctl_offset"] == 0xF2A
+    assert report[PEX89K]["acs_ctl_offset"] == 0x1F6
+
+
+def test_report_fields_before_after_and_bits(tmp_path):
+    tree = server(tmp_path)
+    result = run(tree)
+    entry = by_address(result)[PLX_DN_148]
+    assert entry["vendor_id"] == "0x10b5" and entry["device_id"] == "0x8747"
+    assert entry["before"] == "0x005d"
+    assert entry["before_bits"] == ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "DirectTrans"]
+    assert entry["after"] == "0x0000" and entry["after_bits"] == []
+    assert entry["acs_cap"] == "0x005f"
+    assert entry["acs_cap_bits"] == ["SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "DirectTrans"]
+    assert entry["changed"] is True
+    assert entry["reason"] == "plx"
+    assert entry["log"] == ("0000:02:08.0 10b5:8747 ACS@0x148 ACSCtl@0x14e 0x005d "
+                            "(SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans) -> 0x0000 (none)")
+    assert set(entry) >= {"address", "vendor_id", "device_id", "acs_offset", "before", "after", "changed"}
+
+
+def test_plx_mode_selects_plx_and_pex_bridges_only(tmp_path):
+    tree = server(tmp_path)
+    result = run(tree)
+    assert result["selected"] == [PLX_UP, PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K]
+    # Intel root port, the non-PEX LSI bridge and the PLX NT endpoint (class 0x0680) are not taken
+    for address in (ROOT_PORT, LSI_OTHER_BRIDGE, PLX_NT_ENDPOINT):
+        assert address not in result["selected"]
+    assert result["skipped_bridges"] == [{"address": PLX_UP, "reason": "no ACS capability"}]
+    assert [b["address"] for b in result["bridges"]] == [PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K]
+    assert result["vfio_devices"] == []
+
+
+def test_chained_capabilities_acs_last_after_many(tmp_path):
+    """ACS as the 6th extended capability, behind capabilities of every size."""
+    t = SysfsTree(tmp_path / "root")
+    cfg = ConfigSpace(0x10B5, 0x9797, 0x060400)
+    cfg.add_cap(0x40, 0x01).add_pcie(0x68, PORT_DOWNSTREAM)
+    cfg.add_aer(0x100).add_ext(0x148, 0x0003, 1, b"\x11" * 8).add_ext(0x158, 0x0004, 1, b"\x22" * 12)
+    cfg.add_ext(0x300, 0x0019, 1, b"\x33" * 0x20).add_ext(0x400, 0x000B, 1, b"\x0d\x00" * 8)
+    cfg.add_acs(0xA00, ctl=0x007F, cap=0x007F)
+    t.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x9797, config=cfg)
+    before = snapshot(t)
+    result = run(t)
+    assert changed_bytes(before, snapshot(t)) == {"0000:05:00.0": [0xA06]}
+    assert by_address(result)["0000:05:00.0"]["before"] == "0x007f"
+
+
+def test_vendor_specific_data_that_looks_like_acs_is_not_written(tmp_path):
+    """A VSEC whose body contains the ACS capability id (0x000d) is not mistaken for ACS."""
+    t = SysfsTree(tmp_path / "root")
+    cfg = ConfigSpace(0x10B5, 0x8747, 0x060400)
+    cfg.add_cap(0x40, 0x01).add_pcie(0x68, PORT_DOWNSTREAM)
+    cfg.add_aer(0x100).add_ext(0x400, 0x000B, 1, struct.pack("<IHH", 0x0001000D, 0x5F, 0x5D))
+    t.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x8747, config=cfg)
+    before = snapshot(t)
+    result = run(t)
+    assert snapshot(t) == before
+    assert result["skipped_bridges"] == [{"address": "0000:05:00.0", "reason": "no ACS capability"}]
+    assert result["changed"] is False
+
+
+def test_looping_extended_list_finds_no_acs_and_writes_nothing(tmp_path):
+    t = SysfsTree(tmp_path / "root")
+    cfg = ConfigSpace(0x10B5, 0x8747, 0x060400)
+    cfg.add_cap(0x40, 0x01).add_pcie(0x68, PORT_DOWNSTREAM)
+    cfg.add_aer(0x100, next=0x200).add_ext(0x200, 0x000B, 1, b"\x01" * 8, next=0x100)
+    cfg.poke(0xF28, struct.pack("<HH", 0x005F, 0x005D))  # ACS-looking bytes nothing links to
+    t.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x8747, config=cfg)
+    before = snapshot(t)
+    result = run(t)
+    assert snapshot(t) == before
+    assert result["skipped_bridges"][0]["reason"] == "no ACS capability"
+
+
+def test_bridge_without_extended_space_is_skipped(tmp_path):
+    """A 256-byte config (conventional PCI bridge, no extended space) has no ACS: skipped, not unreadable."""
+    t = SysfsTree(tmp_path / "root")
+    t.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x8112, config_size=256)
+    result = run(t)
+    assert result["skipped_bridges"] == [{"address": "0000:05:00.0", "reason": "no ACS capability"}]
+    assert result["bridges"] == [] and result["changed"] is False
+
+
+# ---------------------------------------------------------------------------
+# unreadable config space, check mode, idempotence, read-back
+# ---------------------------------------------------------------------------
+
+def test_unprivileged_64_byte_config_fails_with_become_hint_before_any_write(tmp_path):
+    tree = server(tmp_path)
+    # the second selected bridge reads short: the first must not have been written either
+    with open(tree.abs("sys/bus/pci/devices/%s/config" % PLX_DN_2A0), "r+b") as handle:
+        handle.truncate(64)
+    before = snapshot(tree)
+    error = failure(tree)
+    assert "become" in error.msg and PLX_DN_2A0 in error.msg and "64 bytes" in error.msg
+    assert "Nothing was changed" in error.msg
+    assert snapshot(tree) == before
+
+
+def test_missing_config_file_fails(tmp_path):
+    t = SysfsTree(tmp_path / "root")
+    t.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x8747, config=None)
+    error = failure(t)
+    assert "0000:05:00.0 (no readable config file)" in error.msg and "become" in error.msg
+
+
+def test_check_mode_reports_the_change_and_writes_nothing(tmp_path, monkeypatch):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+
+    def no_write(*args):
+        raise AssertionError("check mode must not write")
+
+    monkeypatch.setattr(pcie_acs.os, "pwrite", no_write)
+    result = run(tree, check_mode=True)
+    assert snapshot(tree) == before
+    assert result["changed"] is True
+    entry = by_address(result)[PLX_DN_2A0]
+    assert entry["before"] == "0x005d" and entry["after"] == "0x0000" and entry["changed"] is True
+    assert "would be cleared" in result["msg"]
+
+
+def test_second_run_is_idempotent_and_does_not_write(tmp_path, monkeypatch):
+    tree = server(tmp_path)
+    first = run(tree)
+    assert first["changed"] is True
+    cleared = snapshot(tree)
+
+    def no_write(*args):
+        raise AssertionError("an already clear register must not be written")
+
+    monkeypatch.setattr(pcie_acs.os, "pwrite", no_write)
+    second = run(tree)
+    assert second["changed"] is False
+    assert all(b["changed"] is False and b["before"] == b["after"] == "0x0000" for b in second["bridges"])
+    assert snapshot(tree) == cleared
+    assert "unchanged" in second["bridges"][0]["log"]
+
+
+def test_already_clear_tree_reports_unchanged(tmp_path):
+    tree = server(tmp_path, plx_ctl=0x0000)
+    result = run(tree)
+    assert result["changed"] is False
+    assert "cleared on 0 of 4" in result["msg"]
+
+
+def test_read_back_mismatch_fails_with_before_and_after(tmp_path, monkeypatch):
+    tree = server(tmp_path)
+    monkeypatch.setattr(pcie_acs.os, "pwrite", lambda fd, data, offset: len(data))  # the device ignores writes
+    error = failure(tree)
+    assert "0000:02:08.0" in error.msg
+    assert "read back 0x005d after writing 0x0000 at offset 0x14e (before 0x005d)" in error.msg
+    assert error.details["before"] == "0x005d"
+    assert error.details["written"] == "0x0000"
+    assert error.details["after"] == "0x005d"
+    assert error.details["changed"] is False
+    assert error.details["bridges"][0]["address"] == PLX_DN_148
+
+
+def test_read_back_mismatch_after_earlier_success_reports_changed(tmp_path, monkeypatch):
+    tree = server(tmp_path)
+    real = os.pwrite
+    calls = []
+
+    def flaky(fd, data, offset):
+        calls.append(offset)
+        if len(calls) == 1:
+            return real(fd, data, offset)
+        return real(fd, b"\x1d\x00", offset)  # firmware keeps some bits
+
+    monkeypatch.setattr(pcie_acs.os, "pwrite", flaky)
+    error = failure(tree)
+    assert error.details["changed"] is True
+    assert [b["address"] for b in error.details["bridges"]] == [PLX_DN_148, PLX_DN_2A0]
+    assert error.details["after"] == "0x001d"
+    assert calls == [0x14E, 0x2A6]  # stopped at the first mismatch
+
+
+def test_write_permission_denied_says_become(tmp_path, monkeypatch):
+    tree = server(tmp_path)
+    real_open = os.open
+
+    def deny(path, flags, *args):
+        if flags & os.O_RDWR:
+            raise OSError(errno.EACCES, "Permission denied", path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(pcie_acs.os, "open", deny)
+    error = failure(tree)
+    assert "Permission denied" in error.msg and "become: true" in error.msg
+
+
+# ---------------------------------------------------------------------------
+# vfio-pci safety
+# ---------------------------------------------------------------------------
+
+def bind_vfio(tree, address):
+    devdir = tree.pci_dirs[address]
+    os.unlink(os.path.join(devdir, "driver"))
+    tree.mkdir("sys/bus/pci/drivers/vfio-pci")
+    tree.link(tree.rel(os.path.join(devdir, "driver")), tree.abs("sys/bus/pci/drivers/vfio-pci"))
+
+
+def test_vfio_bound_device_refuses_unless_forced(tmp_path):
+    tree = server(tmp_path)
+    bind_vfio(tree, NIC_F1)
+    before = snapshot(tree)
+    error = failure(tree)
+    assert "vfio-pci" in error.msg and NIC_F1 in error.msg and "force" in error.msg
+    assert error.details["vfio_devices"] == [NIC_F1]
+    assert snapshot(tree) == before
+    # check mode predicts the same refusal
+    assert failure(tree, check_mode=True).details["vfio_devices"] == [NIC_F1]
+
+    forced = run(tree, force=True)
+    assert forced["changed"] is True and forced["vfio_devices"] == [NIC_F1]
+
+
+def test_vfio_does_not_block_query_or_enable(tmp_path):
+    tree = server(tmp_path, plx_ctl=0x0000)
+    bind_vfio(tree, NIC)
+    assert run(tree, state="query")["vfio_devices"] == [NIC]
+    enabled = run(tree, state="enabled")
+    assert enabled["changed"] is True
+
+
+# ---------------------------------------------------------------------------
+# include / exclude / modes
+# ---------------------------------------------------------------------------
+
+def test_include_exclude_and_short_addresses(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    result = run(tree, include=["00:01.0"], exclude=["02:18.0", "0000:7f:00.0"])
+    assert ROOT_PORT in result["selected"] and PLX_DN_F24 not in result["selected"]
+    assert {"address": PLX_DN_F24, "reason": "excluded"} in result["skipped_bridges"]
+    assert by_address(result)[ROOT_PORT]["reason"] == "include"
+    assert set(changed_bytes(before, snapshot(tree))) == {ROOT_PORT, PLX_DN_148, PLX_DN_2A0, PEX89K}
+
+
+@pytest.mark.parametrize("option", ["include", "exclude"])
+def test_malformed_address_fails_before_any_write(tmp_path, option):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    error = failure(tree, **{option: ["0000:02:08.0", "02:8.0", "bogus"]})
+    assert error.msg.startswith(option + ": malformed PCI address(es) '02:8.0', 'bogus'")
+    assert "DDDD:BB:DD.F" in error.msg
+    assert snapshot(tree) == before
+
+
+def test_include_of_unknown_address_fails(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    error = failure(tree, include=["0000:99:00.0"])
+    assert "0000:99:00.0" in error.msg and "lspci -D" in error.msg
+    assert snapshot(tree) == before
+
+
+def test_mode_all_takes_every_bridge(tmp_path):
+    tree = server(tmp_path)
+    result = run(tree, mode="all", state="query")
+    assert result["selected"] == [ROOT_PORT, PLX_UP, PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, LSI_OTHER_BRIDGE, PEX89K]
+    assert PLX_NT_ENDPOINT not in result["selected"]
+
+
+def test_mode_none_selects_only_include(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    nothing = run(tree, mode="none")
+    assert nothing["selected"] == [] and nothing["changed"] is False
+    assert nothing["msg"] == "no bridge selected; nothing to do"
+    assert snapshot(tree) == before
+    one = run(tree, mode="none", include=[PLX_DN_2A0])
+    assert one["selected"] == [PLX_DN_2A0]
+    assert changed_bytes(before, snapshot(tree)) == {PLX_DN_2A0: [0x2A6]}
+
+
+def test_gpu_nic_path_uses_pair_paths_and_distance_filter(tmp_path):
+    tree = server(tmp_path)
+    pairs = [
+        {"gpu": "GPU0", "nic": "mlx5_0", "distance": "PIX", "path": [ROOT_PORT, PLX_UP, PLX_DN_148, PLX_DN_2A0]},
+        {"gpu": "GPU0", "nic": "mlx5_9", "distance": "SYS", "path": [ROOT_PORT, PLX_UP, PLX_DN_148, LSI_OTHER_BRIDGE]},
+    ]
+    before = snapshot(tree)
+    result = run(tree, mode="gpu_nic_path", pairs=pairs)
+    assert result["selected"] == [ROOT_PORT, PLX_UP, PLX_DN_148, PLX_DN_2A0]
+    assert by_address(result)[PLX_DN_148]["reason"] == "gpu_nic_path GPU0/mlx5_0"
+    assert set(changed_bytes(before, snapshot(tree))) == {ROOT_PORT, PLX_DN_148, PLX_DN_2A0}
+    widened = run(tree, mode="gpu_nic_path", pairs=pairs, pair_distances=["SYS"], state="query")
+    assert LSI_OTHER_BRIDGE in widened["selected"]
+
+
+def test_gpu_nic_path_from_real_gpudirect_facts(tmp_path):
+    """The pairs published by gpudirect_facts feed the module unchanged."""
+    gpudirect_facts = pytest.importorskip("gpudirect_facts")
+    tree = gpu_server(tmp_path / "srv")
+    facts = gpudirect_facts.gather_facts(tree.root, nvidia_smi=False, kernel_log=False, live=False)
+    assert facts["pairs"], "the gpu_server scenario has GPU/NIC pairs"
+    result = run(tree, mode="gpu_nic_path", pairs=facts["pairs"])
+    # the PIX pair's path; the SYS pair (to the NIC on the other socket) is left out
+    assert result["selected"] == ["0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:02:10.0"]
+    assert result["skipped_bridges"] == [{"address": "0000:01:00.0", "reason": "no ACS capability"}]
+    assert all(b["after"] == "0x0000" for b in result["bridges"])
+    again = run(tree, mode="gpu_nic_path", pairs=facts["pairs"])
+    assert again["changed"] is False
+
+
+def test_gpu_nic_path_stale_address_is_skipped(tmp_path):
+    tree = server(tmp_path)
+    result = run(tree, mode="gpu_nic_path", pairs=[{"path": [PLX_DN_148, "0000:66:00.0"]}])
+    assert result["selected"] == [PLX_DN_148]
+    assert result["skipped_bridges"][0]["address"] == "0000:66:00.0"
+    assert "not present in sysfs" in result["skipped_bridges"][0]["reason"]
+
+
+@pytest.mark.parametrize("pairs,needle", [
+    ([{"gpu": "GPU0"}], "pairs[0] has no 'path'"),
+    ([{"path": "0000:02:08.0"}], "pairs[0] has no 'path'"),
+    ([{"path": [PLX_DN_148]}, {"path": ["zz:00.0"]}], "pairs[1].path: malformed"),
+])
+def test_malformed_pairs_fail_before_any_write(tmp_path, pairs, needle):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    assert needle in failure(tree, mode="gpu_nic_path", pairs=pairs).msg
+    assert snapshot(tree) == before
+
+
+# ---------------------------------------------------------------------------
+# enabled / query
+# ---------------------------------------------------------------------------
+
+def test_enabled_restores_kernel_default_masked_by_acscap(tmp_path):
+    tree = server(tmp_path, plx_ctl=0x0000)
+    t = tree
+    cfg = bridge_config(0x10B5, 0x8747, PORT_DOWNSTREAM, acs_ctl=0x0000, acs_offset=0x148, acs_cap=0x0015)
+    t.add_bridge("0000:02:20.0", parent=PLX_UP, vendor=0x10B5, device=0x8747, config=cfg)
+    result = run(tree, state="enabled")
+    report = by_address(result)
+    assert report[PLX_DN_148]["after"] == "0x001d"
+    assert report[PLX_DN_148]["after_bits"] == ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]
+    assert report["0000:02:20.0"]["after"] == "0x0015"  # CmpltRedir not implemented: not written
+    assert "enabled on 5 of 5" in result["msg"]
+    assert run(tree, state="enabled")["changed"] is False
+
+
+def test_enabled_custom_value_and_reserved_bits(tmp_path):
+    tree = server(tmp_path, plx_ctl=0x0000)
+    result = run(tree, state="enabled", acs_ctl=0x005D)
+    assert by_address(result)[PLX_DN_2A0]["after"] == "0x005d"
+    before = snapshot(tree)
+    error = failure(tree, state="enabled", acs_ctl=0x0180)
+    assert "reserved" in error.msg and snapshot(tree) == before
+
+
+def test_query_reports_without_writing(tmp_path, monkeypatch):
+    tree = server(tmp_path)
+    monkeypatch.setattr(pcie_acs.os, "pwrite", lambda *a: pytest.fail("query must not write"))
+    result = run(tree, state="query")
+    assert result["changed"] is False
+    assert all(b["before"] == b["after"] for b in result["bridges"])
+    assert by_address(result)[PLX_DN_148]["before"] == "0x005d"
+    assert result["msg"].startswith("ACS reported on 4 of 5")
+
+
+def test_root_without_sysfs_fails(tmp_path):
+    with pytest.raises(pcie_acs.AcsError) as info:
+        pcie_acs.run(dict(mode="plx", include=[], exclude=[], pairs=[], pair_distances=[], state="disabled",
+                          acs_ctl=0x1D, force=False, root=str(tmp_path / "nothing")), False)
+    assert "sys/bus/pci/devices" in info.value.msg
+
+
+# ---------------------------------------------------------------------------
+# the module end to end through main()
+# ---------------------------------------------------------------------------
+
+def run_module(monkeypatch, capsys, args, check_mode=False):
+    module_args = dict(args)
+    if check_mode:
+        module_args["_ansible_check_mode"] = True
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode())
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    with pytest.raises(SystemExit):
+        pcie_acs.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_main_end_to_end_check_then_apply_then_idempotent(tmp_path, monkeypatch, capsys):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    checked = run_module(monkeypatch, capsys, {"root": tree.root}, check_mode=True)
+    assert checked["changed"] is True and snapshot(tree) == before
+    applied = run_module(monkeypatch, capsys, {"root": tree.root})
+    assert applied.get("failed") is not True, applied
+    assert applied["changed"] is True
+    assert applied["selected"] == [PLX_UP, PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K]
+    assert [b["after"] for b in applied["bridges"]] == ["0x0000"] * 4
+    assert applied["skipped_bridges"] == [{"address": PLX_UP, "reason": "no ACS capability"}]
+    assert applied["vfio_devices"] == []
+    assert checked["bridges"] == applied["bridges"]  # check mode predicted exactly what happened
+    again = run_module(monkeypatch, capsys, {"root": tree.root})
+    assert again["changed"] is False
+
+
+def test_main_argument_validation(tmp_path, monkeypatch, capsys):
+    tree = server(tmp_path)
+    bad_mode = run_module(monkeypatch, capsys, {"root": tree.root, "mode": "plx_only"})
+    assert bad_mode["failed"] is True and "mode" in bad_mode["msg"]
+    bad_address = run_module(monkeypatch, capsys, {"root": tree.root, "include": ["2:8.0"]})
+    assert bad_address["failed"] is True and "include: malformed" in bad_address["msg"]
+    assert bad_address["changed"] is False
+    bad_distance = run_module(monkeypatch, capsys, {"root": tree.root, "pair_distances": ["FAR"]})
+    assert bad_distance["failed"] is True
+
+
+def test_main_vfio_refusal_json(tmp_path, monkeypatch, capsys):
+    tree = server(tmp_path)
+    bind_vfio(tree, NIC)
+    result = run_module(monkeypatch, capsys, {"root": tree.root})
+    assert result["failed"] is True
+    assert result["vfio_devices"] == [NIC]
+    assert result["changed"] is False
+
+
+def test_main_gpu_nic_path_warns_on_empty_pairs(tmp_path, monkeypatch, capsys):
+    # record module.warn calls (ansible-core 2.19 may route them to the controller's Display
+    # when controller code was imported in the same process; see test_gpudirect_facts.py)
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg, **kw: warned.append(msg))
+    tree = server(tmp_path)
+    result = run_module(monkeypatch, capsys, {"root": tree.root, "mode": "gpu_nic_path", "pairs": []})
+    assert result["changed"] is False and result["selected"] == []
+    assert len(warned) == 1 and "no GPU/NIC pairs" in warned[0]
+
+
+def test_result_has_no_reserved_skipped_key(tmp_path, monkeypatch, capsys):
+    """A true 'skipped' key would make Ansible report the whole task as skipped."""
+    tree = server(tmp_path)
+    result = run_module(monkeypatch, capsys, {"root": tree.root})
+    assert "skipped" not in result and result["skipped_bridges"]
+    assert result["changed"] is True
+
+
+# ---------------------------------------------------------------------------
+# the boot-time applier (roles/pcie_acs/files/gpudirect-pcie-acs) with a setpci stand-in
+# ---------------------------------------------------------------------------
+
+BOOT_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "pcie_acs", "files", "gpudirect-pcie-acs")
+MODULE_UTILS = os.path.join(os.path.dirname(__file__), "..", "..", "module_utils")
+
+# Behaves like pciutils' setpci for "-s BDF -d VVVV:DDDD ECAP_ACS+0x6.w[=VALUE]" on the fake
+# tree: a -d mismatch selects no device (warning, exit 0), a device without the capability
+# fails (exit 1) and writes nothing. Every call is appended to $SETPCI_LOG.
+SETPCI_STUB = r'''#!%(python)s
+import os, struct, sys
+sys.path.insert(0, %(module_utils)r)
+import gpudirect_pci
+args = sys.argv[1:]
+with open(os.environ["SETPCI_LOG"], "a") as log:
+    log.write(" ".join(args) + "\n")
+bdf, ids, reg = args[args.index("-s") + 1], args[args.index("-d") + 1], args[-1]
+if not reg.upper().startswith("ECAP_ACS+0X6.W"):
+    sys.exit("stub: unexpected register %%s" %% reg)
+path = os.path.join(os.environ["PCIE_ACS_SYSFS"], "bus/pci/devices", bdf, "config")
+cfg = open(path, "rb").read() if os.path.exists(path) else b""
+if len(cfg) < 4 or "%%04x:%%04x" %% struct.unpack_from("<HH", cfg, 0) != ids:
+    sys.stderr.write("setpci: Warning: No devices selected for operation group 1.\n")
+    sys.exit(0)
+offset = gpudirect_pci.find_ext_capability(cfg, gpudirect_pci.PCI_EXT_CAP_ID_ACS)
+if offset is None:
+    sys.stderr.write("setpci: %%s: Instance #0 of Extended capability 000d not found - there are no "
+                     "capabilities with that id.\n" %% bdf)
+    sys.exit(1)
+offset += 6
+if "=" in reg:
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        handle.write(struct.pack("<H", int(reg.split("=", 1)[1], 16)))
+else:
+    print("%%04x" %% struct.unpack_from("<H", cfg, offset)[0])
+'''
+
+
+def boot_env(tmp_path, tree):
+    import sys
+    stub = tmp_path / "setpci"
+    stub.write_text(SETPCI_STUB % {"python": sys.executable, "module_utils": os.path.abspath(MODULE_UTILS)})
+    stub.chmod(0o755)
+    log = tmp_path / "setpci.log"
+    log.write_text("")
+    env = dict(os.environ, PCIE_ACS_SETPCI=str(stub), PCIE_ACS_SYSFS=tree.abs("sys"), SETPCI_LOG=str(log))
+    return env, log
+
+
+def run_boot(tmp_path, tree, conf_text):
+    import subprocess
+    env, log = boot_env(tmp_path, tree)
+    conf = tmp_path / "pcie-acs.conf"
+    conf.write_text(conf_text)
+    proc = subprocess.run(["bash", BOOT_SCRIPT, str(conf)], env=env, capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout + proc.stderr, log.read_text().splitlines()
+
+
+def test_boot_script_clears_listed_bridges_via_capability_walk(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    conf = ("# Ansible managed\nforce=no\n"
+            "0000:02:08.0 10b5:8747\n0000:02:10.0 10b5:8747  # ACS at 0x2a0, VSEC data at 0xf2a\n"
+            "0000:41:00.0 1000:c030\n")
+    rc, out, calls = run_boot(tmp_path, tree, conf)
+    assert rc == 0, out
+    assert changed_bytes(before, snapshot(tree)) == {PLX_DN_148: [0x14E], PLX_DN_2A0: [0x2A6], PEX89K: [0x1F6]}
+    assert ("gpudirect-pcie-acs: 0000:02:10.0 10b5:8747 ACSCtl 005d (SrcValid ReqRedir CmpltRedir UpstreamFwd "
+            "DirectTrans) -> 0000 (none)") in out
+    assert all(" ECAP_ACS+0x6.w" in c for c in calls), calls  # never a numeric offset
+    rc, out, calls = run_boot(tmp_path, tree, conf)
+    assert rc == 0 and out.count("already clear") == 3
+    assert not any("=" in c.split()[-1] for c in calls)  # nothing written the second time
+
+
+def test_boot_script_leaves_changed_missing_and_acs_less_devices_alone(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    conf = ("0000:02:08.0 10b5:9999\n"       # another device sits at that address now
+            "0000:01:00.0 10b5:8747\n"       # no ACS capability: setpci refuses
+            "0000:7f:00.0 10b5:8747\n"       # gone
+            "02:10.0 10b5:8747\n"            # malformed (no domain)
+            "0000:02:18.0 10b5:8747\n")      # fine
+    rc, out, _calls = run_boot(tmp_path, tree, conf)
+    assert rc == 1
+    assert changed_bytes(before, snapshot(tree)) == {PLX_DN_F24: [0xF2A]}
+    assert "0000:02:08.0 10b5:9999: cannot read ACSCtl" in out
+    assert "0000:01:00.0 10b5:8747: cannot read ACSCtl" in out and "not found" in out
+    assert "0000:7f:00.0 10b5:8747: not present" in out
+    assert "malformed line '02:10.0 10b5:8747'" in out
+    assert "4 problem(s)" in out
+
+
+def test_boot_script_refuses_with_vfio_unless_forced(tmp_path):
+    tree = server(tmp_path)
+    bind_vfio(tree, NIC_F1)
+    before = snapshot(tree)
+    rc, out, calls = run_boot(tmp_path, tree, "force=no\n0000:02:08.0 10b5:8747\n")
+    assert rc == 1 and "refusing" in out and NIC_F1 in out and calls == []
+    assert snapshot(tree) == before
+    rc, out, _calls = run_boot(tmp_path, tree, "force=yes\n0000:02:08.0 10b5:8747\n")
+    assert rc == 0, out
+    assert changed_bytes(before, snapshot(tree)) == {PLX_DN_148: [0x14E]}
+
+
+def test_boot_script_matches_the_role_template(tmp_path):
+    """The configuration the role writes (templates/pcie-acs.conf.j2) is what the script parses."""
+    from jinja2 import Environment, FileSystemLoader
+    tree = server(tmp_path)
+    result = run(tree, check_mode=True)
+    templates = os.path.join(os.path.dirname(BOOT_SCRIPT), "..", "templates")
+    env = Environment(loader=FileSystemLoader(templates), keep_trailing_newline=True, trim_blocks=True)
+    env.filters["comment"] = lambda text: "#\n# %s\n#" % text
+    env.filters["regex_replace"] = lambda value, pattern, repl: __import__("re").sub(pattern, repl, value)
+    text = env.get_template("pcie-acs.conf.j2").render(
+        ansible_managed="Ansible managed", __pcie_acs_script_path="/usr/local/sbin/gpudirect-pcie-acs",
+        __pcie_acs_unit_name="gpudirect-pcie-acs.service", pcie_acs_mode="plx", pcie_acs_include=[],
+        pcie_acs_exclude=[], pcie_acs_force=False, __pcie_acs_result=result)
+    assert "0000:02:10.0 10b5:8747\n" in text and "0000:41:00.0 1000:c030\n" in text
+    before = snapshot(tree)
+    rc, out, _calls = run_boot(tmp_path, tree, text)
+    assert rc == 0, out
+    assert set(changed_bytes(before, snapshot(tree))) == {b["address"] for b in result["bridges"]}
+
+
+def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
+    import yaml
+    doc = yaml.safe_load(pcie_acs.DOCUMENTATION)
+    yaml.safe_load(pcie_acs.EXAMPLES)
+    returned = yaml.safe_load(pcie_acs.RETURN)
+    captured = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_module(argument_spec, supports_check_mode):
+        captured.update(argument_spec)
+        assert supports_check_mode is True
+        raise Stop()
+
+    monkeypatch.setattr(pcie_acs, "AnsibleModule", fake_module)
+    with pytest.raises(Stop):
+        pcie_acs.main()
+    assert set(doc["options"]) == set(captured)
+    for name, spec in captured.items():
+        assert doc["options"][name]["type"] == spec["type"], name
+        assert doc["options"][name].get("default") == spec.get("default"), name
+        assert doc["options"][name].get("choices") == spec.get("choices"), name
+    assert {"bridges", "selected", "skipped_bridges", "vfio_devices", "kernel_param", "msg"} <= set(returned)
