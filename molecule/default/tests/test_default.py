@@ -42,3 +42,21 @@ def test_systemd_is_healthy_after_converge(host):
     state = host.run("systemctl is-system-running")
     assert state.stdout.strip() in ("running", "degraded")
     assert host.run("systemctl --failed --no-legend --plain").stdout.strip() == ""
+
+
+def test_acs_boot_unit_is_installed_enabled_and_ran(host):
+    unit = host.service("gpudirect-pcie-acs.service")
+    assert unit.is_enabled
+    result = host.run("systemctl show -p Result -p ExecMainStatus --value gpudirect-pcie-acs.service")
+    assert result.stdout.split() == ["success", "0"]
+    assert host.file("/usr/local/sbin/gpudirect-pcie-acs").mode & 0o111
+    ordering = host.check_output("systemctl show -p Before --value gpudirect-pcie-acs.service")
+    assert "nvidia-persistenced.service" in ordering.split()
+
+
+def test_acs_config_lists_exactly_the_plx_bridges_with_acs(host):
+    conf = host.file("/etc/gpudirect/pcie-acs.conf").content_string
+    listed = [line.split()[0] for line in conf.splitlines() if line and not line.startswith(("#", "force="))]
+    plx = host.check_output("lspci -D -d 10b5: -n | awk '$2 ~ /^0604/ {print $1}' || true").split()
+    assert set(listed) <= set(plx)
+    assert "force=no" in conf.splitlines()
