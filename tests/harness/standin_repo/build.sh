@@ -1,0 +1,428 @@
+#!/usr/bin/env bash
+# Build the STAND-IN vendor apt repositories (DOCA-OFED, MLNX_OFED, CUDA) that
+# imitate NVIDIA's real ones for the tests. See README.md next to this file.
+#
+# Output (path printed on stdout, last line):
+#   ${GPUDIRECT_CACHE:-$HOME/.cache/gpudirect-rdma}/standin-repo/<hash>/
+#     www/                           document root that serve.sh serves
+#       public/repo/doca/GPG-KEY-Mellanox.pub               (ASCII key, as the real site)
+#       public/repo/doca/<doca-ver>/debian12/x86_64/        flat repo: ./  (InRelease, Release[.gpg], Packages[.gz], *.deb)
+#       public/repo/mlnx_ofed/<ofed-ver>/debian12.5/x86_64/ flat repo: ./
+#       compute/cuda/repos/debian12/x86_64/                 flat repo: /   (+ <keyid>.pub, as the real site)
+#       keys/{doca,cuda}-archive-keyring.{gpg,asc}          binary + ASCII public keys
+#     keys/                          same public keys, for file:// use
+#     repo.env                       shell variables: paths, key ids, versions
+#     packages.txt                   package list with versions, per repo
+#   ${...}/standin-repo/current -> <hash>   (symlink, replaced atomically)
+#
+# The hash covers this script, src/ and the H200 fixtures: the repository is
+# rebuilt exactly when one of them changes. The build runs in a temp dir that
+# is renamed into place; a lock serialises concurrent runs. Two throwaway
+# signing keys (one per vendor, as in reality) are generated per build in a
+# temporary GNUPGHOME; only the public halves are kept.
+#
+#   tests/harness/standin_repo/build.sh                 # build or reuse
+#   GPUDIRECT_STANDIN_FORCE=1 tests/harness/standin_repo/build.sh   # rebuild
+#
+# Needs: dpkg-deb, apt-ftparchive (apt-utils), gpg, gzip, sha256sum, flock.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_root=$(cd "$here/../../.." && pwd)
+FIXTURES=${GPUDIRECT_H200_FIXTURES:-$(cd "$repo_root/.." && pwd)/shared/fixtures/h200}
+
+# ---- what is built ---------------------------------------------------------
+# DOCA-Host releases: "<doca version> <OFED version>" (one repo each, as upstream)
+DOCA_RELEASES=("2.9.1 24.10-1.1.4" "2.10.0 25.01-0.6.0")
+# MLNX_OFED (legacy, pre-DOCA) release: one repo
+MLNX_OFED_RELEASES=("24.10-1.1.4.0")
+# NVIDIA driver versions, all in the one CUDA repo (as upstream)
+NVIDIA_VERSIONS=("580.95.05" "580.105.08")
+NVIDIA_BRANCH=580
+CUDA_VERSION_FOR_DRIVER=13.0
+FORMAT=1   # bump to force a rebuild when the layout logic changes
+
+log() { printf '[standin-repo] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+for tool in dpkg-deb apt-ftparchive gpg gzip sha256sum flock; do
+  command -v "$tool" >/dev/null || die "$tool not found (apt-get install dpkg-dev apt-utils gnupg util-linux)"
+done
+for f in nvidia-smi-q.txt nvidia-smi-topo.txt nvidia-smi-query.csv; do
+  [[ -f "$FIXTURES/$f" ]] || die "fixture $FIXTURES/$f missing (set GPUDIRECT_H200_FIXTURES)"
+done
+
+recipe_hash=$(
+  {
+    echo "format=$FORMAT"
+    cat "$here/build.sh"
+    (cd "$here" && find src -type f -print0 | sort -z | xargs -0 sha256sum)
+    (cd "$FIXTURES" && sha256sum nvidia-smi-q.txt nvidia-smi-topo.txt nvidia-smi-query.csv)
+  } | sha256sum | cut -c1-16
+)
+cache_root=${GPUDIRECT_CACHE:-$HOME/.cache/gpudirect-rdma}/standin-repo
+out="$cache_root/$recipe_hash"
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.build.lock"
+flock 9
+
+if [[ -z "${GPUDIRECT_STANDIN_FORCE:-}" && -f "$out/repo.env" ]]; then
+  log "repository cached: $out"
+  ln -sfn "$recipe_hash" "$cache_root/.current.tmp" && mv -T "$cache_root/.current.tmp" "$cache_root/current"
+  echo "$out"
+  exit 0
+fi
+
+t0=$(date +%s)
+work=$(mktemp -d "$cache_root/.tmp-$recipe_hash.XXXXXX")
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+export GNUPGHOME="$work/gnupg"
+mkdir -m 700 "$GNUPGHOME"
+export SOURCE_DATE_EPOCH=1735689600   # 2025-01-01: reproducible file dates in .debs
+stage="$work/stage"
+www="$work/www"
+mkdir -p "$stage" "$www" "$work/keys"
+
+MAINT="gpudirect-rdma test harness <standin@gpudirect-rdma.invalid>"
+
+# ---- helpers -----------------------------------------------------------------
+# new_pkg NAME VERSION ARCH -> prints the staging root; write files under it
+new_pkg() {
+  local root="$stage/$1_$2_$3"
+  rm -rf "$root"; mkdir -p "$root/DEBIAN"
+  echo "$root"
+}
+
+# finish_pkg ROOT DESTDIR "control fields (after Package/Version/Arch)" DESCRIPTION
+finish_pkg() {
+  local root=$1 dest=$2 fields=$3 desc=$4 base name version arch
+  base=$(basename "$root"); name=${base%%_*}; version=${base#*_}; version=${version%_*}; arch=${base##*_}
+  {
+    echo "Package: $name"
+    echo "Version: $version"
+    echo "Architecture: $arch"
+    echo "Maintainer: $MAINT"
+    echo "Section: misc"
+    echo "Priority: optional"
+    echo "Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)"
+    [[ -n "$fields" ]] && printf '%s\n' "$fields"
+    echo "Description: STAND-IN: $desc"
+    echo " Test-harness imitation of the vendor package of the same name"
+    echo " (gpudirect-rdma tests/harness/standin_repo). Not the real software."
+  } > "$root/DEBIAN/control"
+  # conffiles: everything under /etc except init scripts' siblings we list explicitly
+  if [[ -d "$root/etc" ]]; then
+    (cd "$root" && find etc -type f | sed 's#^#/#' | sort) > "$root/DEBIAN/conffiles"
+  fi
+  find "$root" -path "$root/DEBIAN" -prune -o -type d -exec chmod 755 {} +
+  for s in postinst prerm postrm preinst; do [[ -f "$root/DEBIAN/$s" ]] && chmod 755 "$root/DEBIAN/$s"; done
+  mkdir -p "$dest"
+  dpkg-deb --root-owner-group -Zgzip --build "$root" "$dest/${name}_${version}_${arch}.deb" >/dev/null
+}
+
+# dkms_maintscripts ROOT DKMS_NAME DKMS_VERSION   (what dh_dkms generates)
+dkms_maintscripts() {
+  local root=$1 name=$2 ver=$3
+  cat > "$root/DEBIAN/postinst" <<EOF
+#!/bin/sh
+set -e
+# dh_dkms-style: add, build and install the DKMS module for the installed kernels
+DKMS_NAME=$name
+DKMS_VERSION=$ver
+case "\$1" in
+	configure)
+		if [ -x /usr/lib/dkms/common.postinst ]; then
+			/usr/lib/dkms/common.postinst \$DKMS_NAME \$DKMS_VERSION "" "" "\$2"
+		else
+			echo "ERROR: DKMS version is too old and $name was not built with legacy DKMS support." >&2
+			exit 1
+		fi
+	;;
+esac
+exit 0
+EOF
+  cat > "$root/DEBIAN/prerm" <<EOF
+#!/bin/sh
+set -e
+case "\$1" in
+	remove|upgrade|deconfigure)
+		if [ "\$(dkms status -m $name -v $ver 2>/dev/null)" ]; then
+			dkms remove -m $name -v $ver --all || true
+		fi
+	;;
+esac
+exit 0
+EOF
+}
+
+sign_flat_repo() {   # sign_flat_repo DIR KEYID ORIGIN LABEL SUITE
+  local dir=$1 keyid=$2 origin=$3 label=$4 suite=$5
+  (
+    cd "$dir"
+    apt-ftparchive packages . > Packages
+    gzip -9n -k Packages
+    apt-ftparchive \
+      -o APT::FTPArchive::Release::Origin="$origin" \
+      -o APT::FTPArchive::Release::Label="$label" \
+      -o APT::FTPArchive::Release::Architectures="amd64 all" \
+      -o APT::FTPArchive::Release::Description="STAND-IN for the vendor repository (gpudirect-rdma test harness)" \
+      release . > Release.tmp
+    mv Release.tmp Release
+    gpg --batch --yes --local-user "$keyid" --clearsign -o InRelease Release
+    gpg --batch --yes --local-user "$keyid" --armor --detach-sign -o Release.gpg Release
+  )
+}
+
+gen_key() {   # gen_key NAME UID -> prints full fingerprint
+  local name=$1 uid=$2 fpr
+  gpg --batch --quiet --passphrase '' --quick-gen-key "$uid" ed25519 sign never 2>/dev/null
+  fpr=$(gpg --batch --with-colons --list-keys "$uid" 2>/dev/null | awk -F: '/^fpr:/{print $10; exit}')
+  gpg --batch --export "$fpr" > "$work/keys/$name-archive-keyring.gpg"
+  gpg --batch --armor --export "$fpr" > "$work/keys/$name-archive-keyring.asc"
+  echo "$fpr"
+}
+
+# ---- keys ----------------------------------------------------------------------
+log "generating throwaway signing keys"
+DOCA_FPR=$(gen_key doca "gpudirect-rdma STAND-IN DOCA/MLNX_OFED repository key <doca-standin@gpudirect-rdma.invalid>")
+CUDA_FPR=$(gen_key cuda "gpudirect-rdma STAND-IN CUDA repository key <cuda-standin@gpudirect-rdma.invalid>")
+CUDA_KEY_FILE=$(echo "${CUDA_FPR: -8}" | tr 'A-F' 'a-f').pub   # upstream names it after the key id (3bf863cc.pub)
+mkdir -p "$www/keys"
+cp "$work/keys/"* "$www/keys/"
+
+# ---- OFED packages ---------------------------------------------------------------
+# build_ofed_repo DEST FLAVOR(doca|mlnx) OFED_VER [DOCA_VER]
+build_ofed_repo() {
+  local dest=$1 flavor=$2 ofed=$3 doca=${4:-}
+  local base=${ofed%.*}; [[ $flavor == doca ]] && base=$ofed   # 24.10-1.1.4
+  local major=${base%%-*}                                       # 24.10
+  local rest=${base#*-}                                         # 1.1.4
+  local dkms_ver="$major.OFED.$major.$rest.1"                   # 24.10.OFED.24.10.1.1.4.1
+  local kver="$dkms_ver-1"
+  local short number header real
+  if [[ $flavor == doca ]]; then
+    short="OFED-internal-$base"; number=$base; header="OFED-internal-$base"
+    real="DOCA-OFED $base (DOCA-Host $doca)"
+  else
+    short="MLNX_OFED_LINUX-$ofed"; number=$ofed; header="MLNX_OFED_LINUX-$ofed (OFED-$base)"
+    real="MLNX_OFED $ofed"
+  fi
+  log "OFED $flavor $ofed -> $dest"
+
+  # mlnx-ofed-kernel-dkms
+  local r; r=$(new_pkg mlnx-ofed-kernel-dkms "$kver" all)
+  local src="$r/usr/src/mlnx-ofed-kernel-$dkms_ver"
+  mkdir -p "$src"
+  cp -a "$here/src/ofed/dkms/." "$src/"
+  sed "s/@DKMS_VERSION@/$dkms_ver/" "$here/src/ofed/dkms/dkms.conf.in" > "$src/dkms.conf"
+  rm -f "$src/dkms.conf.in"
+  printf '#define OFED_STANDIN_VERSION "%s"\n' "$base" > "$src/standin_version.h"
+  dkms_maintscripts "$r" mlnx-ofed-kernel "$dkms_ver"
+  finish_pkg "$r" "$dest" "Depends: dkms, make, gcc, kmod
+Provides: mlnx-ofed-kernel-modules (= $kver)" \
+    "mlnx-ofed-kernel DKMS source ($real): ib_peer_mem.ko exporting ib_register_peer_memory_client"
+
+  # mlnx-ofed-kernel-utils
+  r=$(new_pkg mlnx-ofed-kernel-utils "$kver" amd64)
+  mkdir -p "$r/usr/bin" "$r/usr/sbin" "$r/etc/init.d" "$r/lib/systemd/system" "$r/etc/infiniband"
+  sed -e "s/@SHORT@/$short/g" -e "s/@NUMBER@/$number/g" -e "s/@HEADER@/$header/g" \
+      -e "s/@REAL_PACKAGE@/mlnx-ofed-kernel-utils/g" -e "s/@FLAVOR@/$real/g" \
+      -e "s/@OFA_SRC@/$major/g" "$here/src/ofed/utils/ofed_info.in" > "$r/usr/bin/ofed_info"
+  chmod 755 "$r/usr/bin/ofed_info"
+  install -m 755 "$here/src/ofed/utils/openibd" "$r/etc/init.d/openibd"
+  install -m 644 "$here/src/ofed/utils/openibd.service" "$r/lib/systemd/system/openibd.service"
+  install -m 644 "$here/src/ofed/utils/openib.conf" "$r/etc/infiniband/openib.conf"
+  cat > "$r/usr/sbin/ofed_uninstall.sh" <<'EOF'
+#!/bin/sh
+# STAND-IN for /usr/sbin/ofed_uninstall.sh: purge the OFED stand-in packages.
+set -e
+pkgs=$(dpkg-query -W -f='${Package} ${Status}\n' 'doca-*' 'mlnx-ofed-*' 2>/dev/null | awk '/ installed$/{print $1}')
+[ -n "$pkgs" ] && DEBIAN_FRONTEND=noninteractive apt-get -y purge $pkgs
+exit 0
+EOF
+  chmod 755 "$r/usr/sbin/ofed_uninstall.sh"
+  cat > "$r/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper enable openibd.service >/dev/null || true
+fi
+exit 0
+EOF
+  cat > "$r/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = purge ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper purge openibd.service >/dev/null || true
+fi
+exit 0
+EOF
+  finish_pkg "$r" "$dest" "Depends: kmod
+Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
+    "mlnx-ofed-kernel userland ($real): ofed_info, openibd"
+
+  local deps="mlnx-ofed-kernel-dkms (= $kver), mlnx-ofed-kernel-utils (= $kver)"
+  local metas
+  if [[ $flavor == doca ]]; then
+    metas="doca-ofed doca-roce doca-networking"
+    local mver="$doca-0${major//./}0-$major-debian12"   # e.g. 2.9.1-024100-24.10-debian12
+    for m in $metas; do
+      r=$(new_pkg "$m" "$mver" amd64)
+      finish_pkg "$r" "$dest" "Depends: $deps
+Recommends: rdma-core, ibverbs-utils" "$m metapackage (DOCA-Host $doca profile, OFED $base)"
+    done
+  else
+    for m in mlnx-ofed-all mlnx-ofed-basic mlnx-ofed-kernel-only; do
+      r=$(new_pkg "$m" "$ofed" amd64)
+      finish_pkg "$r" "$dest" "Depends: $deps
+Recommends: rdma-core, ibverbs-utils" "$m metapackage (MLNX_OFED $ofed)"
+    done
+  fi
+}
+
+for rel in "${DOCA_RELEASES[@]}"; do
+  read -r doca ofed <<<"$rel"
+  d="$www/public/repo/doca/$doca/debian12/x86_64"
+  build_ofed_repo "$d" doca "$ofed" "$doca"
+  sign_flat_repo "$d" "$DOCA_FPR" "Mellanox" "DOCA $doca (gpudirect-rdma stand-in)" "./"
+done
+for ofed in "${MLNX_OFED_RELEASES[@]}"; do
+  d="$www/public/repo/mlnx_ofed/$ofed/debian12.5/x86_64"
+  build_ofed_repo "$d" mlnx "$ofed"
+  sign_flat_repo "$d" "$DOCA_FPR" "Mellanox" "MLNX_OFED $ofed (gpudirect-rdma stand-in)" "./"
+done
+cp "$work/keys/doca-archive-keyring.asc" "$www/public/repo/doca/GPG-KEY-Mellanox.pub"
+mkdir -p "$www/public/repo/mlnx_ofed"
+cp "$work/keys/doca-archive-keyring.asc" "$www/public/repo/mlnx_ofed/GPG-KEY-Mellanox.pub"
+
+# ---- NVIDIA / CUDA packages ------------------------------------------------------
+cuda="$www/compute/cuda/repos/debian12/x86_64"
+mkdir -p "$cuda"
+nv_build_date() {   # fixed, real-looking build dates per version
+  case $1 in
+    580.95.05) echo "Tue Sep 23 09:45:06 UTC 2025" ;;
+    580.105.08) echo "Wed Oct 29 22:33:01 UTC 2025" ;;
+    *) echo "Wed Jan  1 00:00:00 UTC 2025" ;;
+  esac
+}
+for v in "${NVIDIA_VERSIONS[@]}"; do
+  pv="$v-1"
+  log "NVIDIA driver $v -> $cuda"
+  for flavor in open proprietary; do
+    if [[ $flavor == open ]]; then pkg=nvidia-kernel-open-dkms; other=nvidia-kernel-dkms
+    else pkg=nvidia-kernel-dkms; other=nvidia-kernel-open-dkms; fi
+    r=$(new_pkg "$pkg" "$pv" amd64)
+    src="$r/usr/src/nvidia-$v"
+    mkdir -p "$src"
+    cp -a "$here/src/nvidia/kernel/." "$src/"
+    sed -e "s/@VERSION@/$v/" -e "s/@FLAVOR@/$flavor/" -e "s/@PKG@/$pkg/" \
+      "$here/src/nvidia/kernel/dkms.conf.in" > "$src/dkms.conf"
+    rm -f "$src/dkms.conf.in"
+    {
+      printf '#define NV_VERSION_STRING "%s"\n' "$v"
+      printf '#define NV_BUILD_DATE "%s"\n' "$(nv_build_date "$v")"
+      printf '#define NV_BUILD_USER "dvs-builder@standin"\n'
+    } > "$src/common/nv_standin_version.h"
+    dkms_maintscripts "$r" nvidia "$v"
+    finish_pkg "$r" "$cuda" "Depends: dkms, make, gcc, kmod
+Provides: nvidia-kernel-dkms-any (= $v)
+Conflicts: $other
+Replaces: $other" \
+      "NVIDIA $flavor kernel module DKMS source $v: nvidia.ko + nvidia-peermem.ko"
+  done
+
+  r=$(new_pkg nvidia-smi "$pv" amd64)
+  mkdir -p "$r/usr/bin" "$r/usr/share/nvidia-smi-standin"
+  sed -e "s/@VERSION@/$v/g" -e "s/@CUDA_VERSION@/$CUDA_VERSION_FOR_DRIVER/g" \
+    "$here/src/nvidia/userland/nvidia-smi" > "$r/usr/bin/nvidia-smi"
+  chmod 755 "$r/usr/bin/nvidia-smi"
+  for f in nvidia-smi-q.txt nvidia-smi-topo.txt nvidia-smi-query.csv; do
+    # the capture was taken with driver 580.159.04: report this package's version instead
+    sed -e "s/580\.159\.04/$v/g" "$FIXTURES/$f" > "$r/usr/share/nvidia-smi-standin/$f"
+  done
+  finish_pkg "$r" "$cuda" "Depends: python3" \
+    "nvidia-smi $v printing a real H200 capture"
+
+  r=$(new_pkg nvidia-persistenced "$pv" amd64)
+  mkdir -p "$r/usr/bin" "$r/lib/systemd/system"
+  sed "s/@VERSION@/$v/" "$here/src/nvidia/userland/nvidia-persistenced" > "$r/usr/bin/nvidia-persistenced"
+  chmod 755 "$r/usr/bin/nvidia-persistenced"
+  install -m 644 "$here/src/nvidia/userland/nvidia-persistenced.service" "$r/lib/systemd/system/"
+  cat > "$r/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper enable nvidia-persistenced.service >/dev/null || true
+fi
+exit 0
+EOF
+  finish_pkg "$r" "$cuda" "" "nvidia-persistenced $v"
+
+  r=$(new_pkg nvidia-driver-cuda "$pv" amd64)
+  finish_pkg "$r" "$cuda" "Depends: nvidia-smi (= $pv), nvidia-persistenced (= $pv), nvidia-kernel-open-dkms (= $pv) | nvidia-kernel-dkms (= $pv)" \
+    "NVIDIA driver CUDA metapackage $v (compute-only userland)"
+  r=$(new_pkg nvidia-open "$pv" amd64)
+  finish_pkg "$r" "$cuda" "Depends: nvidia-kernel-open-dkms (= $pv), nvidia-driver-cuda (= $pv)" \
+    "nvidia-open metapackage $v (open kernel modules)"
+  for m in cuda-drivers "cuda-drivers-$NVIDIA_BRANCH"; do
+    r=$(new_pkg "$m" "$pv" amd64)
+    finish_pkg "$r" "$cuda" "Depends: nvidia-driver-cuda (= $pv), nvidia-kernel-open-dkms (= $pv) | nvidia-kernel-dkms (= $pv)" \
+      "$m metapackage $v"
+  done
+done
+sign_flat_repo "$cuda" "$CUDA_FPR" "NVIDIA" "NVIDIA CUDA (gpudirect-rdma stand-in)" "/"
+cp "$work/keys/cuda-archive-keyring.asc" "$cuda/$CUDA_KEY_FILE"
+
+# ---- metadata ----------------------------------------------------------------------
+{
+  for d in $(cd "$www" && find . -name Packages | sort); do
+    echo "## ${d#./}" | sed 's#/Packages$#/#'
+    awk '/^Package:/{p=$2} /^Version:/{printf "%-28s %s\n", p, $2}' "$www/$d"
+    echo
+  done
+} > "$work/packages.txt"
+
+cat > "$work/repo.env" <<EOF
+# Written by tests/harness/standin_repo/build.sh ($recipe_hash). Paths are
+# relative to the served document root (www/); prepend the base URL that
+# serve.sh prints (http://127.0.0.1:PORT/ on the host, http://10.0.2.2:PORT/ in a qemu VM).
+STANDIN_HASH=$recipe_hash
+STANDIN_ROOT=$out
+STANDIN_WWW=$out/www
+STANDIN_DOCA_VERSIONS="$(for r in "${DOCA_RELEASES[@]}"; do echo -n "${r%% *} "; done | sed 's/ $//')"
+STANDIN_DOCA_OFED_VERSIONS="$(for r in "${DOCA_RELEASES[@]}"; do echo -n "${r##* } "; done | sed 's/ $//')"
+STANDIN_DOCA_REPO_PATH_TEMPLATE=public/repo/doca/{doca_version}/debian12/x86_64/
+STANDIN_DOCA_SUITE=./
+STANDIN_DOCA_KEY_PATH=public/repo/doca/GPG-KEY-Mellanox.pub
+STANDIN_DOCA_KEY_FPR=$DOCA_FPR
+STANDIN_MLNX_OFED_VERSIONS="${MLNX_OFED_RELEASES[*]}"
+STANDIN_MLNX_OFED_REPO_PATH_TEMPLATE=public/repo/mlnx_ofed/{ofed_version}/debian12.5/x86_64/
+STANDIN_MLNX_OFED_KEY_PATH=public/repo/mlnx_ofed/GPG-KEY-Mellanox.pub
+STANDIN_NVIDIA_VERSIONS="${NVIDIA_VERSIONS[*]}"
+STANDIN_CUDA_REPO_PATH=compute/cuda/repos/debian12/x86_64/
+STANDIN_CUDA_SUITE=/
+STANDIN_CUDA_KEY_PATH=compute/cuda/repos/debian12/x86_64/$CUDA_KEY_FILE
+STANDIN_CUDA_KEY_FPR=$CUDA_FPR
+STANDIN_KEYRING_DOCA_GPG=$out/keys/doca-archive-keyring.gpg
+STANDIN_KEYRING_CUDA_GPG=$out/keys/cuda-archive-keyring.gpg
+EOF
+
+mv "$www" "$work/www.final"
+rm -rf "$GNUPGHOME" "$stage"
+mkdir "$work/final"
+mv "$work/www.final" "$work/final/www"
+mv "$work/keys" "$work/packages.txt" "$work/repo.env" "$work/final/"
+echo "built in $(( $(date +%s) - t0 )) s on $(date -u +%FT%TZ)" > "$work/final/build-info.txt"
+rm -rf "$out"
+mv -T "$work/final" "$out"
+ln -sfn "$recipe_hash" "$cache_root/.current.tmp" && mv -T "$cache_root/.current.tmp" "$cache_root/current"
+# drop older builds nobody serves
+for old in "$cache_root"/*/; do
+  old=${old%/}
+  [[ -L "$old" || "$old" == "$out" ]] && continue
+  [[ -f "$old/.serving" ]] && continue
+  rm -rf "$old"
+done
+log "built in $(( $(date +%s) - t0 )) s"
+echo "$out"
