@@ -1,0 +1,106 @@
+#!/bin/sh
+# Stand-ins, on the VM, for what a real GPU server brings before our roles run:
+#  * an RDMA NIC: soft-RoCE (rdma_rxe) device rxe0 on the main virtio NIC;
+#  * firmware that leaves ACS enabled on the PCIe root port above that NIC.
+# Both come back at every boot (two small systemd units), as hardware would.
+#
+#   testbed-setup.sh install [NIC]   prepare: install units, apply now (NIC: default route's)
+#   testbed-setup.sh rxe NIC         boot: load rdma_rxe, create rxe0 on NIC
+#   testbed-setup.sh acs BDF         boot: "firmware" turns ACS on at root port BDF
+# Prints CHANGED lines for what it changed (Ansible's changed_when reads them).
+set -eu
+PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+SELF=/usr/local/sbin/gpudirect-testbed
+RXE=rxe0
+
+rxe() {
+  nic=$1
+  if [ ! -d /sys/module/rdma_rxe ]; then modprobe rdma_rxe; echo "CHANGED modprobe rdma_rxe"; fi
+  if ! rdma link show | grep -q "^link $RXE/"; then
+    rdma link add "$RXE" type rxe netdev "$nic"
+    echo "CHANGED rdma link add $RXE type rxe netdev $nic"
+  fi
+}
+
+acs() {
+  port=$1
+  cap=$(setpci -s "$port" ECAP_ACS+0x4.w)        # fails when the port has no ACS capability
+  want=$(printf '%04x' $(( 0x$cap & 0x1d )))      # SV RR CR UF: what firmware/Linux enable on root ports
+  cur=$(setpci -s "$port" ECAP_ACS+0x6.w)
+  if [ "$cur" != "$want" ]; then
+    setpci -s "$port" "ECAP_ACS+0x6.w=$want"
+    echo "CHANGED acs $port ctl $cur -> $want"
+  fi
+}
+
+root_port_of() {
+  # the PCI bridge above the NIC's PCI function, from sysfs (no fixed address):
+  # climb from the netdev's device (a virtio device for virtio-net) to the first
+  # PCI function, then one more level to the port it hangs off
+  d=$(readlink -f "/sys/class/net/$1/device")
+  while [ "$d" != / ] && [ ! -e "$d/config" ]; do d=$(dirname "$d"); done
+  p=$(dirname "$d")
+  [ -e "$p/config" ] || { echo "no PCI bridge above $1 ($d)" >&2; exit 1; }
+  basename "$p"
+}
+
+install_units() {
+  nic=$1 port=$2 tmp=$(mktemp -d)
+  cat >"$tmp/gpudirect-testbed-acs.service" <<UNIT
+[Unit]
+Description=Testbed stand-in for firmware: ACS on at root port $port
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=$SELF acs $port
+
+[Install]
+WantedBy=sysinit.target
+UNIT
+  cat >"$tmp/gpudirect-testbed-rxe.service" <<UNIT
+[Unit]
+Description=Testbed stand-in for an RDMA NIC: soft-RoCE $RXE on $nic
+Wants=sys-subsystem-net-devices-$nic.device
+After=sys-subsystem-net-devices-$nic.device
+Before=network.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=$SELF rxe $nic
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+  cp "$0" "$tmp/self"
+  for f in "$tmp/self:$SELF" "$tmp/gpudirect-testbed-acs.service:/etc/systemd/system/gpudirect-testbed-acs.service" \
+           "$tmp/gpudirect-testbed-rxe.service:/etc/systemd/system/gpudirect-testbed-rxe.service"; do
+    src=${f%%:*} dst=${f#*:}
+    if ! cmp -s "$src" "$dst"; then install -m 0755 "$src" "$dst"; echo "CHANGED $dst"; fi
+  done
+  chmod 0644 /etc/systemd/system/gpudirect-testbed-*.service
+  rm -rf "$tmp"
+  systemctl daemon-reload
+  for u in gpudirect-testbed-acs.service gpudirect-testbed-rxe.service; do
+    if ! systemctl -q is-enabled "$u"; then systemctl -q enable "$u"; echo "CHANGED enable $u"; fi
+  done
+}
+
+case "${1:-}" in
+  install)
+    nic=${2:-$(ip -4 route show default | awk '{for (i=1;i<NF;i++) if ($i=="dev") {print $(i+1); exit}}')}
+    [ -n "$nic" ] || { echo "no NIC given and no default route" >&2; exit 1; }
+    port=$(root_port_of "$nic")
+    install_units "$nic" "$port"
+    rxe "$nic"
+    acs "$port"
+    echo "NIC=$nic ROOT_PORT=$port"
+    ;;
+  rxe) rxe "$2" ;;
+  acs) acs "$2" ;;
+  *) echo "usage: $0 install [NIC] | rxe NIC | acs BDF" >&2; exit 2 ;;
+esac

@@ -1,0 +1,99 @@
+"""VM tier checks: a real kernel with soft-RoCE and a PCIe root port with ACS.
+
+Run by molecule's testinfra verifier (twice in the test sequence: after
+converge and after the reboot side effect). Each command is one ssh round
+trip; under TCG those cost about a second, so the checks bundle their shell.
+"""
+import re
+
+import pytest
+
+RXE = "rxe0"
+
+
+@pytest.fixture(scope="module")
+def rxe_netdev(host):
+    out = host.check_output("rdma link show")
+    m = re.search(rf"^link {RXE}/\d+ .*\bnetdev (\S+)", out, re.M)
+    assert m, f"{RXE} missing from `rdma link show`:\n{out}"
+    return m.group(1)
+
+
+@pytest.fixture(scope="module")
+def root_port(host, rxe_netdev):
+    # climb sysfs from the netdev to its PCI function, then to the bridge above it
+    bdf = host.check_output(
+        "d=$(readlink -f /sys/class/net/%s/device); "
+        'while [ "$d" != / ] && [ ! -e "$d/config" ]; do d=$(dirname "$d"); done; '
+        'basename "$(dirname "$d")"',
+        rxe_netdev,
+    )
+    assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", bdf), bdf
+    return bdf
+
+
+def test_rdma_rxe_module_loaded_for_running_kernel(host):
+    release = host.check_output("uname -r")
+    assert host.file("/sys/module/rdma_rxe").is_directory, "rdma_rxe not loaded"
+    path = host.check_output("modinfo -k %s -n rdma_rxe", release)
+    assert path.startswith(f"/lib/modules/{release}/") or path.startswith(f"/usr/lib/modules/{release}/"), path
+
+
+def test_rxe0_exists_and_ports_active(host, rxe_netdev):
+    out = host.check_output("rdma link show; ibv_devinfo -d %s", RXE)
+    links = re.findall(rf"^link {RXE}/(\d+) state (\S+)", out, re.M)
+    assert links, out
+    assert all(state == "ACTIVE" for _, state in links), out
+    ports = re.findall(r"state:\s+(PORT_\w+)", out)
+    assert ports and all(p == "PORT_ACTIVE" for p in ports), out
+    assert host.interface(rxe_netdev).exists
+
+
+def test_acs_capability_readable_on_root_port(host, root_port):
+    out = host.check_output("lspci -vvv -s %s", root_port)
+    assert "Access Control Services" in out, out
+    assert re.search(r"ACSCap:.*SrcValid", out), out
+    assert re.search(r"ACSCtl:\s+SrcValid[+-]", out), out
+    ctl = host.check_output("setpci -s %s ECAP_ACS+0x6.w", root_port)
+    assert re.fullmatch(r"[0-9a-f]{4}", ctl), ctl
+
+
+def test_ib_write_bw_loopback_moves_data(host, rxe_netdev):
+    ip = host.check_output("ip -4 -o addr show dev %s | awk '{print $4}' | cut -d/ -f1 | head -n1", rxe_netdev)
+    assert ip, f"no IPv4 address on {rxe_netdev}"
+    # RoCE v2 GID of that IPv4 address (::ffff:a.b.c.d), from sysfs
+    gid_index = host.check_output(
+        "for f in /sys/class/infiniband/%s/ports/1/gids/*; do "
+        "i=${f##*/}; g=$(cat $f); t=$(cat /sys/class/infiniband/%s/ports/1/gid_attrs/types/$i 2>/dev/null); "
+        'case "$g" in 0000:0000:0000:0000:0000:ffff:*) [ "$t" = "RoCE v2" ] && { echo $i; break; };; esac; done',
+        RXE, RXE,
+    )
+    assert gid_index.isdigit(), f"no RoCE v2 IPv4 GID on {RXE}"
+    common = f"ib_write_bw -d {RXE} -x {gid_index} -s 65536 -n 200 -F --report_gbits"
+    cmd = (
+        f"timeout 120 {common} >/tmp/ib_write_bw.server.log 2>&1 & srv=$!; sleep 2; "
+        f"timeout 120 {common} {ip}; rc=$?; wait $srv; src=$?; "
+        'echo "client_rc=$rc server_rc=$src"; exit $rc'
+    )
+    res = host.run(cmd)
+    server_log = host.run("cat /tmp/ib_write_bw.server.log").stdout
+    assert res.rc == 0, f"client:\n{res.stdout}\n{res.stderr}\nserver:\n{server_log}"
+    assert "server_rc=0" in res.stdout, f"{res.stdout}\nserver:\n{server_log}"
+    # " 65536      200      0.52      0.51      0.000980" : #bytes #iterations BW peak BW average MsgRate
+    m = re.search(r"^\s*65536\s+200\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", res.stdout, re.M)
+    assert m, res.stdout
+    bw_average = float(m.group(2))
+    print(f"ib_write_bw rxe0 loopback to {ip}: BW average {bw_average} Gb/s")
+    assert bw_average > 0, res.stdout
+
+
+def test_acs_cleared_on_included_root_port(host, root_port):
+    """pcie_acs (via site.yml) clears ACS on the bridges it is told to; the
+    testbed's "firmware" sets it again at every boot, so after the reboot this
+    also proves the role's boot-time unit."""
+    hv = host.ansible.get_variables()
+    include = ["0000:" + b if b.count(":") == 1 else b for b in hv.get("pcie_acs_include", [])]
+    if hv.get("pcie_acs_state", "disabled") != "disabled" or root_port not in include:
+        pytest.skip(f"{root_port} is not in pcie_acs_include with pcie_acs_state disabled")
+    ctl = host.check_output("setpci -s %s ECAP_ACS+0x6.w", root_port)
+    assert ctl == "0000", f"ACS Control on {root_port} is {ctl}, expected cleared"
