@@ -3,7 +3,8 @@
 #   static   yamllint --strict, ansible-lint (production profile, offline),
 #            ansible-playbook --syntax-check of every playbook
 #   unit     pytest on modules and filters with real captured outputs
-#   container Molecule scenario `default` on a podman systemd node
+#   container Molecule scenarios `default` (site.yml) and `os_release_pin`
+#            (pin, unpin, validation) on podman systemd nodes
 #   vm       Molecule scenario `rdma` on a qemu VM with Debian's kernel
 # Give stage names to run only those: scripts/test.sh static unit
 # Every stage runs even when an earlier one failed; the exit code is non-zero
@@ -28,7 +29,7 @@ stage_static() {
   return $rc
 }
 stage_unit() { pytest -q tests/unit; }
-stage_container() { molecule test -s default; }
+stage_container() { molecule test -s default && molecule test -s os_release_pin; }
 stage_vm() { molecule test -s rdma; }
 
 stages=("$@")
