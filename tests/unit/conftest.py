@@ -5,10 +5,12 @@ adding the project's ``module_utils/`` to that package's search path lets the te
 import ``library/*.py`` exactly as Ansible runs them.
 """
 
+import json
 import os
 import sys
 
 import ansible.module_utils
+import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SHARED_FIXTURES = os.path.join(ROOT, "..", "shared", "fixtures")
@@ -22,3 +24,24 @@ for sub in ("library", "filter_plugins"):
     path = os.path.join(ROOT, sub)
     if path not in sys.path:
         sys.path.insert(0, path)
+
+
+@pytest.fixture
+def run_module(monkeypatch, capsys):
+    """Run a module's main() as Ansible would and return its JSON result.
+
+    ``run_module(module, {"opt": 1}, check_mode=True)``.
+    """
+    from ansible.module_utils import basic
+
+    def run(module, args, check_mode=False):
+        module_args = dict(args)
+        if check_mode:
+            module_args["_ansible_check_mode"] = True
+        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode())
+        monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+        with pytest.raises(SystemExit):
+            module.main()
+        return json.loads(capsys.readouterr().out)
+
+    return run

@@ -1,7 +1,6 @@
 """Unit tests for library/gpudirect_facts.py: parsers, facts on fabricated and
 captured trees, and the module end to end through main()."""
 
-import json
 import os
 import resource
 
@@ -507,20 +506,11 @@ def test_documentation_is_valid_yaml_and_complete(tmp_path):
 # the module end to end
 # ---------------------------------------------------------------------------
 
-def run_module(monkeypatch, capsys, args, check_mode=False):
-    module_args = dict(args)
-    if check_mode:
-        module_args["_ansible_check_mode"] = True
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode())
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        gpudirect_facts.main()
-    return json.loads(capsys.readouterr().out)
 
 
-def test_main_end_to_end_and_check_mode(tmp_path, monkeypatch, capsys):
+def test_main_end_to_end_and_check_mode(tmp_path, monkeypatch, run_module):
     tree = gpu_server(tmp_path)
-    result = run_module(monkeypatch, capsys, {"root": tree.root})
+    result = run_module(gpudirect_facts, {"root": tree.root})
     assert result.get("failed") is not True, result
     assert result["changed"] is False
     facts = result["ansible_facts"]["gpudirect"]
@@ -528,12 +518,12 @@ def test_main_end_to_end_and_check_mode(tmp_path, monkeypatch, capsys):
     assert {(p["nic"], p["distance"]) for p in facts["pairs"]} == {("mlx5_0", "PIX"), ("mlx5_1", "SYS")}
     assert facts["unbound_mellanox_functions"][0]["address"] == sysfs_tree.UNBOUND
 
-    checked = run_module(monkeypatch, capsys, {"root": tree.root}, check_mode=True)
+    checked = run_module(gpudirect_facts, {"root": tree.root}, check_mode=True)
     assert checked["changed"] is False
     assert checked["ansible_facts"] == result["ansible_facts"]
 
 
-def test_main_live_probes_via_patched_module(tmp_path, monkeypatch, capsys):
+def test_main_live_probes_via_patched_module(tmp_path, monkeypatch, run_module):
     tree = h200_capture(tmp_path, H200)
     with open(os.path.join(H200, "nvidia-smi-query.csv")) as handle:
         csv = handle.read()
@@ -549,19 +539,19 @@ def test_main_live_probes_via_patched_module(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(gpudirect_facts, "is_live_root", lambda root: True)
-    result = run_module(monkeypatch, capsys, {"root": tree.root})
+    result = run_module(gpudirect_facts, {"root": tree.root})
     facts = result["ansible_facts"]["gpudirect"]
     assert facts["gpus"][0]["name"] == "NVIDIA H200" and facts["gpus"][0]["compute_cap"] == "9.0"
     assert facts["kernel_oops"]["matches"] == 3
     assert all(isinstance(args, list) and env["LANG"] == "C" for args, env in calls)
 
-    off = run_module(monkeypatch, capsys, {"root": tree.root, "nvidia_smi": False, "kernel_log": False})
+    off = run_module(gpudirect_facts, {"root": tree.root, "nvidia_smi": False, "kernel_log": False})
     off_facts = off["ansible_facts"]["gpudirect"]
     assert off_facts["gpus"][0]["name"] is None
     assert off_facts["nvidia_smi"]["reason"].startswith("disabled")
 
 
-def test_main_warnings_are_emitted(tmp_path, monkeypatch, capsys):
+def test_main_warnings_are_emitted(tmp_path, monkeypatch, run_module):
     # Record module.warn calls: once controller code is imported in the same test
     # process (the filter tests do), ansible-core 2.19 sends module warnings to the
     # controller's Display instead of the result.
@@ -569,13 +559,13 @@ def test_main_warnings_are_emitted(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg, **kw: warned.append(msg))
     tree = gpu_server(tmp_path)
     os.symlink("0000:09:00.0", tree.abs("sys/bus/pci/devices/0000:09:00.0"))
-    result = run_module(monkeypatch, capsys, {"root": tree.root})
+    result = run_module(gpudirect_facts, {"root": tree.root})
     assert result["changed"] is False
     assert len(warned) == 1 and warned[0].startswith("pci 0000:09:00.0: skipped")
     assert result["ansible_facts"]["gpudirect"]["warnings"] == warned
 
 
-def test_main_missing_root_fails_with_hint(tmp_path, monkeypatch, capsys):
-    result = run_module(monkeypatch, capsys, {"root": str(tmp_path / "missing")})
+def test_main_missing_root_fails_with_hint(tmp_path, monkeypatch, run_module):
+    result = run_module(gpudirect_facts, {"root": str(tmp_path / "missing")})
     assert result["failed"] is True
     assert "not a directory" in result["msg"] and "captured tree" in result["msg"]

@@ -8,7 +8,6 @@ tree before and after a run.
 """
 
 import errno
-import json
 import os
 import struct
 
@@ -583,23 +582,14 @@ def test_root_without_sysfs_fails(tmp_path):
 # the module end to end through main()
 # ---------------------------------------------------------------------------
 
-def run_module(monkeypatch, capsys, args, check_mode=False):
-    module_args = dict(args)
-    if check_mode:
-        module_args["_ansible_check_mode"] = True
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode())
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        pcie_acs.main()
-    return json.loads(capsys.readouterr().out)
 
 
-def test_main_end_to_end_check_then_apply_then_idempotent(tmp_path, monkeypatch, capsys):
+def test_main_end_to_end_check_then_apply_then_idempotent(tmp_path, monkeypatch, run_module):
     tree = server(tmp_path)
     before = snapshot(tree)
-    checked = run_module(monkeypatch, capsys, {"root": tree.root}, check_mode=True)
+    checked = run_module(pcie_acs, {"root": tree.root}, check_mode=True)
     assert checked["changed"] is True and snapshot(tree) == before
-    applied = run_module(monkeypatch, capsys, {"root": tree.root})
+    applied = run_module(pcie_acs, {"root": tree.root})
     assert applied.get("failed") is not True, applied
     assert applied["changed"] is True
     assert applied["selected"] == [PLX_UP, PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K]
@@ -607,45 +597,45 @@ def test_main_end_to_end_check_then_apply_then_idempotent(tmp_path, monkeypatch,
     assert applied["skipped_bridges"] == [{"address": PLX_UP, "reason": "no ACS capability"}]
     assert applied["vfio_devices"] == []
     assert checked["bridges"] == applied["bridges"]  # check mode predicted exactly what happened
-    again = run_module(monkeypatch, capsys, {"root": tree.root})
+    again = run_module(pcie_acs, {"root": tree.root})
     assert again["changed"] is False
 
 
-def test_main_argument_validation(tmp_path, monkeypatch, capsys):
+def test_main_argument_validation(tmp_path, monkeypatch, run_module):
     tree = server(tmp_path)
-    bad_mode = run_module(monkeypatch, capsys, {"root": tree.root, "mode": "plx_only"})
+    bad_mode = run_module(pcie_acs, {"root": tree.root, "mode": "plx_only"})
     assert bad_mode["failed"] is True and "mode" in bad_mode["msg"]
-    bad_address = run_module(monkeypatch, capsys, {"root": tree.root, "include": ["2:8.0"]})
+    bad_address = run_module(pcie_acs, {"root": tree.root, "include": ["2:8.0"]})
     assert bad_address["failed"] is True and "include: malformed" in bad_address["msg"]
     assert bad_address["changed"] is False
-    bad_distance = run_module(monkeypatch, capsys, {"root": tree.root, "pair_distances": ["FAR"]})
+    bad_distance = run_module(pcie_acs, {"root": tree.root, "pair_distances": ["FAR"]})
     assert bad_distance["failed"] is True
 
 
-def test_main_vfio_refusal_json(tmp_path, monkeypatch, capsys):
+def test_main_vfio_refusal_json(tmp_path, monkeypatch, run_module):
     tree = server(tmp_path)
     bind_vfio(tree, NIC)
-    result = run_module(monkeypatch, capsys, {"root": tree.root})
+    result = run_module(pcie_acs, {"root": tree.root})
     assert result["failed"] is True
     assert result["vfio_devices"] == [NIC]
     assert result["changed"] is False
 
 
-def test_main_gpu_nic_path_warns_on_empty_pairs(tmp_path, monkeypatch, capsys):
+def test_main_gpu_nic_path_warns_on_empty_pairs(tmp_path, monkeypatch, run_module):
     # record module.warn calls (ansible-core 2.19 may route them to the controller's Display
     # when controller code was imported in the same process; see test_gpudirect_facts.py)
     warned = []
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg, **kw: warned.append(msg))
     tree = server(tmp_path)
-    result = run_module(monkeypatch, capsys, {"root": tree.root, "mode": "gpu_nic_path", "pairs": []})
+    result = run_module(pcie_acs, {"root": tree.root, "mode": "gpu_nic_path", "pairs": []})
     assert result["changed"] is False and result["selected"] == []
     assert len(warned) == 1 and "no GPU/NIC pairs" in warned[0]
 
 
-def test_result_has_no_reserved_skipped_key(tmp_path, monkeypatch, capsys):
+def test_result_has_no_reserved_skipped_key(tmp_path, monkeypatch, run_module):
     """A true 'skipped' key would make Ansible report the whole task as skipped."""
     tree = server(tmp_path)
-    result = run_module(monkeypatch, capsys, {"root": tree.root})
+    result = run_module(pcie_acs, {"root": tree.root})
     assert "skipped" not in result and result["skipped_bridges"]
     assert result["changed"] is True
 
