@@ -1,0 +1,501 @@
+"""Pure decision functions of the driver stages (mlnx_ofed, nvidia_driver, gpudirect_peermem).
+
+Every filter here is a pure function of its arguments: the roles pass in
+``ansible_facts.gpudirect`` (published once by the preflight stage), their own
+variables and what a read-only probe found on the host, and get back a record
+with the decision and the reasons for it, which the role prints.  No filter
+reads the host, so each decision is unit tested on real captured facts.
+
+Filters
+-------
+``nvidia_gpu_arch``
+    Architecture of one NVIDIA PCI device id (``0x2335`` -> ``hopper``).
+``nvidia_driver_flavor``
+    Choose the kernel module flavour (``open`` / ``proprietary``) for the GPUs
+    of a host, or refuse an impossible request with a message naming the knob.
+``nvidia_driver_branch_check``
+    Check a driver branch against the GPUs (too old for Blackwell, too new for
+    Volta, not a known branch).
+``nvidia_driver_version_parse``
+    ``"580.95.05"`` -> ``{"branch": "580", "version": "580.95.05", "parts": [580, 95, 5]}``.
+``rdma_core_major``
+    Upstream rdma-core major version from a package version (``"50.0-2"``,
+    ``"2410mlnx54-1.2410068"`` -> 50, 54).
+``gpudirect_peermem_choice``
+    Choose the peer-memory mechanism (``dmabuf`` / ``nvidia_peermem`` /
+    ``nv_peer_mem``) with reasons.
+``mlnx_ofed_installer_message``
+    Turn an exit status of ``mlnxofedinstall`` into what the admin should do.
+``mlnx_ofed_action``
+    Compare the installed OFED stack with the wanted one: ``none`` /
+    ``install`` / ``upgrade`` / ``downgrade`` / ``replace`` / ``remove``.
+"""
+
+from __future__ import annotations
+
+import re
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - unit tests always have ansible-core
+    AnsibleFilterError = ValueError
+
+# --------------------------------------------------------------------------
+# NVIDIA GPU architectures
+# --------------------------------------------------------------------------
+
+# Architectures, oldest first.  The open kernel modules support Turing and
+# later; NVIDIA requires them on Grace Hopper and Blackwell.  R580 is the last
+# branch that supports Maxwell, Pascal and Volta.
+ARCH_ORDER = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "grace_hopper",
+              "blackwell")
+OPEN_CAPABLE = frozenset({"turing", "ampere", "ada", "hopper", "grace_hopper", "blackwell"})
+OPEN_REQUIRED = frozenset({"grace_hopper", "blackwell"})
+# first driver branch that supports the architecture (datacenter parts)
+ARCH_MIN_BRANCH = {"hopper": 525, "grace_hopper": 535, "blackwell": 570}
+# last driver branch that supports the architecture
+ARCH_MAX_BRANCH = {"kepler": 470, "maxwell": 580, "pascal": 580, "volta": 580}
+
+# Exact PCI device ids (vendor 0x10de) of data-centre and workstation GPUs
+# (names as in pci.ids).  Exact ids win over the prefix table below.
+PCI_DEVICE_IDS = {
+    # Kepler
+    "0x1023": ("kepler", "Tesla K40m"),
+    "0x1024": ("kepler", "Tesla K40c"),
+    "0x102d": ("kepler", "Tesla K80"),
+    # Maxwell
+    "0x13bd": ("maxwell", "Tesla M10"),
+    "0x13f2": ("maxwell", "Tesla M60"),
+    "0x17fd": ("maxwell", "Tesla M40"),
+    # Pascal
+    "0x15f7": ("pascal", "Tesla P100 PCIe 12GB"),
+    "0x15f8": ("pascal", "Tesla P100 PCIe 16GB"),
+    "0x15f9": ("pascal", "Tesla P100 SXM2 16GB"),
+    "0x1b38": ("pascal", "Tesla P40"),
+    "0x1bb3": ("pascal", "Tesla P4"),
+    # Volta
+    "0x1d81": ("volta", "TITAN V"),
+    "0x1db1": ("volta", "Tesla V100 SXM2 16GB"),
+    "0x1db4": ("volta", "Tesla V100 PCIe 16GB"),
+    "0x1db5": ("volta", "Tesla V100 SXM2 32GB"),
+    "0x1db6": ("volta", "Tesla V100 PCIe 32GB"),
+    "0x1db8": ("volta", "Tesla V100 SXM3 32GB"),
+    "0x1dba": ("volta", "Quadro GV100"),
+    "0x1df6": ("volta", "Tesla V100S PCIe 32GB"),
+    # Turing
+    "0x1e30": ("turing", "Quadro RTX 6000/8000"),
+    "0x1e78": ("turing", "Quadro RTX 6000/8000"),
+    "0x1eb8": ("turing", "Tesla T4"),
+    # Ampere
+    "0x20b0": ("ampere", "A100 SXM4 40GB"),
+    "0x20b2": ("ampere", "A100 SXM4 80GB"),
+    "0x20b5": ("ampere", "A100 PCIe 80GB"),
+    "0x20b7": ("ampere", "A30"),
+    "0x20f1": ("ampere", "A100 PCIe 40GB"),
+    "0x2230": ("ampere", "RTX A6000"),
+    "0x2235": ("ampere", "A40"),
+    "0x2236": ("ampere", "A10"),
+    # Ada
+    "0x26b1": ("ada", "RTX 6000 Ada Generation"),
+    "0x26b5": ("ada", "L40"),
+    "0x26b9": ("ada", "L40S"),
+    "0x2684": ("ada", "GeForce RTX 4090"),
+    "0x27b8": ("ada", "L4"),
+    # Hopper
+    "0x2321": ("hopper", "H100 NVL"),
+    "0x2324": ("hopper", "H800"),
+    "0x2330": ("hopper", "H100 SXM5 80GB"),
+    "0x2331": ("hopper", "H100 PCIe"),
+    "0x2335": ("hopper", "H200"),
+    "0x2342": ("grace_hopper", "GH200"),
+    # Blackwell
+    "0x2901": ("blackwell", "B200"),
+    "0x2941": ("blackwell", "GB200"),
+    "0x2b85": ("blackwell", "GeForce RTX 5090"),
+    "0x2bb1": ("blackwell", "RTX PRO 6000 Blackwell"),
+}
+
+# Device id prefixes (upper byte) whose chips are all of one architecture.
+# 0x1d (GP108 and GV100) and 0x23 (GH100 and GH200) are mixed: exact ids only.
+PCI_DEVICE_PREFIXES = {
+    "0x15": "pascal", "0x1b": "pascal", "0x1c": "pascal",
+    "0x1e": "turing", "0x1f": "turing", "0x21": "turing",
+    "0x20": "ampere", "0x22": "ampere", "0x24": "ampere", "0x25": "ampere",
+    "0x26": "ada", "0x27": "ada", "0x28": "ada",
+    "0x29": "blackwell", "0x2b": "blackwell", "0x2c": "blackwell", "0x2d": "blackwell", "0x2f": "blackwell",
+}
+
+# Driver branches the toolkit knows (production, new-feature and LTS branches
+# of the CUDA repository).  A branch not listed needs nvidia_driver_branch_unlisted_ok.
+KNOWN_BRANCHES = ("470", "525", "535", "545", "550", "555", "560", "565", "570", "575", "580")
+
+_HEX_ID = re.compile(r"^(?:0x)?([0-9a-fA-F]{4})$")
+_DRIVER_VERSION = re.compile(r"^(\d{3})(?:\.(\d+))?(?:\.(\d+))?$")
+
+
+def _norm_id(device_id):
+    """``"2335"`` / ``"0x2335"`` / ``0x2335`` -> ``"0x2335"``; None when not an id."""
+    if isinstance(device_id, int) and not isinstance(device_id, bool):
+        return "0x%04x" % device_id
+    match = _HEX_ID.match(str(device_id or "").strip())
+    return "0x" + match.group(1).lower() if match else None
+
+
+def nvidia_gpu_arch(device_id):
+    """Architecture of an NVIDIA PCI device id.
+
+    :param device_id: ``"0x2335"``, ``"2335"`` or an int.
+    :returns: ``{"device_id", "arch", "name", "source"}``; ``arch`` is None and
+        ``source`` ``"unknown"`` for ids in neither table.
+    """
+    norm = _norm_id(device_id)
+    if norm in PCI_DEVICE_IDS:
+        arch, name = PCI_DEVICE_IDS[norm]
+        return {"device_id": norm, "arch": arch, "name": name, "source": "id table"}
+    if norm and norm[:4] in PCI_DEVICE_PREFIXES:
+        return {"device_id": norm, "arch": PCI_DEVICE_PREFIXES[norm[:4]], "name": None,
+                "source": "id prefix %sxx" % norm[:4]}
+    return {"device_id": norm or str(device_id), "arch": None, "name": None, "source": "unknown"}
+
+
+def _gpu_archs(gpus):
+    out = []
+    for gpu in gpus or []:
+        info = nvidia_gpu_arch(gpu.get("device_id") if isinstance(gpu, dict) else gpu)
+        if isinstance(gpu, dict) and not info["name"]:
+            info["name"] = gpu.get("name")
+        out.append(info)
+    return out
+
+
+def _describe(info):
+    return "%s (%s)" % (info["device_id"], info["name"] or info["arch"] or "unknown id")
+
+
+def nvidia_driver_flavor(gpus, requested="auto", fallback="open"):
+    """Choose the NVIDIA kernel module flavour.
+
+    :param gpus: ``ansible_facts.gpudirect.gpus`` (dicts with ``device_id``) or a list of ids.
+    :param requested: ``nvidia_driver_flavor``: ``auto``, ``open`` or ``proprietary``.
+    :param fallback: ``nvidia_driver_flavor_fallback``: used by ``auto`` when no
+        GPU has a known architecture (no GPU at all, or ids in neither table).
+    :returns: ``{"flavor", "reasons": [...], "gpus": [{device_id, arch, name, source}]}``.
+    :raises AnsibleFilterError: when the request cannot work on these GPUs
+        (proprietary on Grace Hopper/Blackwell, open on Volta or older, or a
+        mix of both), naming the variable.
+    """
+    if requested not in ("auto", "open", "proprietary"):
+        raise AnsibleFilterError("nvidia_driver_flavor must be auto, open or proprietary, got %r" % (requested,))
+    if fallback not in ("open", "proprietary"):
+        raise AnsibleFilterError("nvidia_driver_flavor_fallback must be open or proprietary, got %r" % (fallback,))
+    infos = _gpu_archs(gpus)
+    need_open = [i for i in infos if i["arch"] in OPEN_REQUIRED]
+    no_open = [i for i in infos if i["arch"] and i["arch"] not in OPEN_CAPABLE]
+    unknown = [i for i in infos if not i["arch"]]
+    if need_open and no_open:
+        raise AnsibleFilterError(
+            "no driver flavour serves these GPUs together: %s need the open modules, %s are not supported by "
+            "them (nvidia_driver_flavor cannot fix this; split the GPUs across hosts)"
+            % (", ".join(map(_describe, need_open)), ", ".join(map(_describe, no_open))))
+    if requested == "proprietary" and need_open:
+        raise AnsibleFilterError(
+            "nvidia_driver_flavor: proprietary is not supported on %s: Grace Hopper and Blackwell GPUs need the "
+            "open kernel modules; set nvidia_driver_flavor: open (or auto)" % ", ".join(map(_describe, need_open)))
+    if requested == "open" and no_open:
+        raise AnsibleFilterError(
+            "nvidia_driver_flavor: open does not support %s (the open modules need Turing or later); set "
+            "nvidia_driver_flavor: proprietary (or auto)" % ", ".join(map(_describe, no_open)))
+    reasons = []
+    if requested != "auto":
+        flavor = requested
+        reasons.append("nvidia_driver_flavor is %s" % requested)
+    elif need_open:
+        flavor = "open"
+        reasons.append("%s require the open kernel modules" % ", ".join(map(_describe, need_open)))
+    elif no_open:
+        flavor = "proprietary"
+        reasons.append("%s predate Turing: only the proprietary modules support them"
+                       % ", ".join(map(_describe, no_open)))
+    elif infos and not unknown:
+        flavor = "open"
+        reasons.append("%s are Turing or later: NVIDIA recommends the open kernel modules"
+                       % ", ".join(sorted(set(map(_describe, infos)))))
+    elif infos:
+        flavor = fallback
+        reasons.append("architecture of %s unknown to the toolkit: nvidia_driver_flavor_fallback %s"
+                       % (", ".join(map(_describe, unknown)), fallback))
+    else:
+        flavor = fallback
+        reasons.append("no NVIDIA GPU in ansible_facts.gpudirect.gpus: nvidia_driver_flavor_fallback %s"
+                       % fallback)
+    if unknown and (requested != "auto" or infos != unknown):
+        reasons.append("not in the id table: %s" % ", ".join(map(_describe, unknown)))
+    return {"flavor": flavor, "reasons": reasons, "gpus": infos}
+
+
+def nvidia_driver_branch_check(branch, gpus=None, unlisted_ok=False):
+    """Check a driver branch against the toolkit's list and the GPUs.
+
+    :param branch: ``nvidia_driver_branch``, e.g. ``"580"``.
+    :param gpus: as for ``nvidia_driver_flavor``.
+    :param unlisted_ok: accept a well-formed branch missing from ``KNOWN_BRANCHES``.
+    :returns: ``{"branch": "580", "reasons": [...]}``.
+    :raises AnsibleFilterError: naming ``nvidia_driver_branch``.
+    """
+    text = str(branch or "").strip()
+    if not re.fullmatch(r"\d{3}", text):
+        raise AnsibleFilterError("nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
+                                 % (branch,))
+    if text not in KNOWN_BRANCHES and not unlisted_ok:
+        raise AnsibleFilterError(
+            "nvidia_driver_branch %s is not a branch the toolkit knows (%s); check the CUDA repository and set "
+            "nvidia_driver_branch_unlisted_ok: true to use it anyway" % (text, ", ".join(KNOWN_BRANCHES)))
+    number = int(text)
+    problems = []
+    for info in _gpu_archs(gpus):
+        low = ARCH_MIN_BRANCH.get(info["arch"])
+        high = ARCH_MAX_BRANCH.get(info["arch"])
+        if low and number < low:
+            problems.append("%s needs branch %d or later" % (_describe(info), low))
+        if high and number > high:
+            problems.append("%s is supported up to branch %d" % (_describe(info), high))
+    if problems:
+        raise AnsibleFilterError("nvidia_driver_branch %s does not support this host's GPUs: %s"
+                                 % (text, "; ".join(problems)))
+    return {"branch": text, "reasons": ["branch %s %s" % (text, "is known" if text in KNOWN_BRANCHES
+                                                                     else "is not listed (accepted)")]}
+
+
+def nvidia_driver_version_parse(version):
+    """Parse a driver version.
+
+    :param version: ``"580.95.05"``, ``"580"``; None or "" for none.
+    :returns: ``{"version", "branch", "parts"}`` or None for no version.
+    :raises AnsibleFilterError: on text that is no driver version.
+    """
+    if version in (None, ""):
+        return None
+    text = str(version).strip()
+    match = _DRIVER_VERSION.match(text)
+    if not match:
+        raise AnsibleFilterError("not an NVIDIA driver version: %r" % (version,))
+    return {"version": text, "branch": match.group(1),
+            "parts": [int(p) for p in match.groups() if p is not None]}
+
+
+def rdma_core_major(version):
+    """Upstream rdma-core major version from a package version.
+
+    :param version: Debian/RPM version, e.g. ``"44.0-2"``, ``"1:50.0-1"``, or the
+        MLNX/DOCA form ``"2410mlnx54-1.2410068"`` (based on upstream 54).
+    :returns: int, or None when empty or unreadable.
+    """
+    text = str(version or "").strip()
+    text = re.sub(r"^\d+:", "", text)
+    match = re.match(r"^\d+mlnx(\d+)", text) or re.match(r"^(\d+)(?:[.\-~+]|$)", text)
+    return int(match.group(1)) if match else None
+
+
+def _version_tuple(text):
+    return tuple(int(p) for p in re.findall(r"\d+", str(text or "")))
+
+
+def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=None, ofed=None):
+    """Choose the GPUDirect RDMA peer-memory mechanism.
+
+    dma-buf needs: a GPU (Turing or later), the open kernel module, driver >= 515
+    (CUDA driver API >= 11.7), kernel >= 5.12 with CONFIG_DMA_SHARED_BUFFER, and
+    rdma-core >= 34 (``ibv_reg_dmabuf_mr``).  Else nvidia-peermem (driver >= 470,
+    needs OFED's peer-memory API), else nv_peer_mem (older drivers, OFED too).
+
+    :param facts: ``ansible_facts.gpudirect``.
+    :param requested: ``gpudirect_peermem_mechanism``: auto, dmabuf, nvidia_peermem, nv_peer_mem.
+    :param driver: ``{"version": "580.95.05", "flavor": "open"}`` of the installed
+        driver; falls back to ``facts.nvidia_driver``.
+    :param rdma_core: installed rdma-core package version (any form ``rdma_core_major`` reads).
+    :param ofed: ``ofed_info -s`` output, or a version, or "" when no OFED stack is installed.
+    :returns: ``{"mechanism", "reasons": [...], "dmabuf": {"ok": bool, "reasons": [...]}, "ok": bool}``;
+        ``ok`` false means the mechanism cannot work and ``reasons`` say why.
+    """
+    if requested not in ("auto", "dmabuf", "nvidia_peermem", "nv_peer_mem"):
+        raise AnsibleFilterError("gpudirect_peermem_mechanism must be auto, dmabuf, nvidia_peermem or nv_peer_mem, "
+                                 "got %r" % (requested,))
+    facts = facts or {}
+    fdriver = facts.get("nvidia_driver") or {}
+    driver = dict(driver or {})
+    version = driver.get("version") or fdriver.get("version")
+    flavor = driver.get("flavor") or fdriver.get("flavor")
+    dver = _version_tuple(version)
+    kernel = (facts.get("kernel") or {}).get("running")
+    kver = _version_tuple(kernel)[:2]
+    dmabuf_facts = facts.get("dmabuf") or {}
+    infos = _gpu_archs(facts.get("gpus"))
+    rc_major = rdma_core_major(rdma_core)
+    has_ofed = bool(str(ofed or "").strip())
+
+    ok, no = [], []
+    if infos:
+        ok.append("%d GPU(s): %s" % (len(infos), ", ".join(map(_describe, infos))))
+        old = [i for i in infos if i["arch"] and i["arch"] not in OPEN_CAPABLE]
+        if old:
+            no.append("%s predate Turing (no open module, no dma-buf)" % ", ".join(map(_describe, old)))
+    else:
+        no.append("no NVIDIA GPU in the facts: dma-buf cannot be proven")
+    if flavor == "open":
+        ok.append("open kernel module")
+    else:
+        no.append("kernel module flavour is %s, dma-buf needs the open one" % (flavor or "unknown (not loaded)"))
+    if dver and dver[0] >= 515:
+        ok.append("driver %s >= 515 (CUDA >= 11.7)" % version)
+    else:
+        no.append("driver %s < 515" % (version or "unknown"))
+    if kver and kver >= (5, 12) and dmabuf_facts.get("kernel_ok", True) is not False:
+        ok.append("kernel %s >= 5.12" % kernel)
+    else:
+        no.append("kernel %s < 5.12 or unknown" % (kernel or "unknown"))
+    if dmabuf_facts.get("config_dma_shared_buffer") in ("n", False):
+        no.append("kernel built without CONFIG_DMA_SHARED_BUFFER")
+    if rc_major is not None and rc_major >= 34:
+        ok.append("rdma-core %s (upstream %d >= 34, ibv_reg_dmabuf_mr)" % (rdma_core, rc_major))
+    else:
+        no.append("rdma-core %s: ibv_reg_dmabuf_mr needs >= 34" % (rdma_core or "not installed"))
+    dmabuf = {"ok": not no, "reasons": ok if not no else no}
+
+    reasons = []
+    if requested in ("auto", "dmabuf") and dmabuf["ok"]:
+        reasons.append("dma-buf: " + "; ".join(ok))
+        if (facts.get("peermem") or {}).get("nvidia_peermem"):
+            reasons.append("nvidia_peermem is loaded but not needed with dma-buf (left as it is)")
+        return {"mechanism": "dmabuf", "ok": True, "reasons": reasons, "dmabuf": dmabuf}
+    if requested == "dmabuf":
+        return {"mechanism": "dmabuf", "ok": False, "reasons": ["dma-buf not possible: " + "; ".join(no)],
+                "dmabuf": dmabuf}
+    if requested == "auto":
+        reasons.append("no dma-buf: " + "; ".join(no))
+    ofed_reason = ("OFED %s provides the peer-memory API" % str(ofed).strip().rstrip(":")) if has_ofed else None
+    if requested == "nvidia_peermem" or (requested == "auto" and (not dver or dver[0] >= 470)):
+        mech = "nvidia_peermem"
+        if dver and dver[0] < 470:
+            return {"mechanism": mech, "ok": False, "dmabuf": dmabuf,
+                    "reasons": reasons + ["nvidia-peermem ships with driver R470 and later, installed %s" % version]}
+        reasons.append("nvidia-peermem: driver %s" % (version or "not yet known (installed later)"))
+    else:
+        mech = "nv_peer_mem"
+        reasons.append("nv_peer_mem: driver %s %s" % (version or "unknown",
+                                                      "< R470" if dver and dver[0] < 470 else "(requested)"))
+    if not has_ofed:
+        return {"mechanism": mech, "ok": False, "dmabuf": dmabuf,
+                "reasons": reasons + ["no MLNX_OFED/DOCA-OFED (ofed_info missing): the upstream kernel has no "
+                                      "peer-memory API; install OFED (mlnx_ofed_method doca or "
+                                      "mlnx_ofed_tarball) or use dma-buf"]}
+    reasons.append(ofed_reason)
+    return {"mechanism": mech, "ok": True, "reasons": reasons, "dmabuf": dmabuf}
+
+
+# --------------------------------------------------------------------------
+# MLNX_OFED / DOCA-OFED
+# --------------------------------------------------------------------------
+
+# mlnxofedinstall exit statuses (MLNX_OFED user manual, "mlnxofedinstall Return Codes").
+INSTALLER_CODES = {
+    0: "installation ended successfully",
+    1: "the installation failed: read the log named in the output (/tmp/MLNX_OFED_LINUX.*.logs/)",
+    2: "no firmware was found for the adapter device: set mlnx_ofed_fw_update: false (the default) or get the "
+       "firmware for this PSID from NVIDIA",
+    22: "invalid parameter: check mlnx_ofed_installer_extra_args",
+    28: "not enough free space: free space in /tmp and / (the installer unpacks and builds there)",
+    171: "not applicable to this system configuration (required hardware not present): check that a "
+         "ConnectX/BlueField device is installed, or use mlnx_ofed_method: inbox",
+    172: "prerequisites are not met: the installer lists the missing packages in its output; install them "
+         "(kernel headers for the running kernel, build tools) or add --skip-distro-check only for an "
+         "unsupported OS minor release, then run again",
+    173: "failed to start the mst driver: check that the kernel headers match the running kernel and that the "
+         "mst service is not in use",
+    174: "packages from another RDMA stack conflict with MLNX_OFED (foreign or inbox rdma packages): remove "
+         "them (the installer output names them) or run with --force, then run again",
+}
+
+
+def mlnx_ofed_installer_message(rc):
+    """What an exit status of mlnxofedinstall means and what to do.
+
+    :param rc: the exit status (int or numeric string).
+    :returns: one line of text.
+    """
+    try:
+        code = int(rc)
+    except (TypeError, ValueError):
+        return "mlnxofedinstall exit status %r is not a number" % (rc,)
+    return "mlnxofedinstall exited %d: %s" % (
+        code, INSTALLER_CODES.get(code, "unknown exit status; read the installer output and its log directory"))
+
+
+def _ofed_version_text(value):
+    text = str(value or "").strip().splitlines()
+    if not text:
+        return None, None
+    match = re.search(r"([A-Za-z][A-Za-z0-9_-]*?)-(\d+\.\d+-\d+(?:\.\d+)*)", text[0])
+    if match:
+        return match.group(1), match.group(2)
+    match = re.search(r"\d+\.\d+-\d+(?:\.\d+)*", text[0])
+    return (None, match.group(0)) if match else (None, None)
+
+
+def _cmp(left, right):
+    lp, rp = list(_version_tuple(left)), list(_version_tuple(right))
+    width = max(len(lp), len(rp))
+    lp += [0] * (width - len(lp))
+    rp += [0] * (width - len(rp))
+    return (lp > rp) - (lp < rp)
+
+
+def mlnx_ofed_action(installed, method, wanted_version=""):
+    """What to do with the OFED stack.
+
+    :param installed: ``ofed_info -s`` output ("" when ofed_info is missing).
+    :param method: ``mlnx_ofed_method``: doca, mlnx_ofed_tarball, inbox.
+    :param wanted_version: the OFED version wanted (``24.10-1.1.4``); "" for inbox.
+    :returns: ``{"action", "installed_flavor", "installed_version", "wanted_version", "message"}``;
+        ``action`` is ``none``, ``install``, ``upgrade``, ``downgrade``, ``replace`` (other stack
+        flavour) or ``remove`` (inbox wanted, OFED present).
+    """
+    flavor, version = _ofed_version_text(installed)
+    wanted = str(wanted_version or "").strip()
+    base = {"installed_flavor": flavor, "installed_version": version, "wanted_version": wanted or None}
+    if method == "inbox":
+        if version:
+            return dict(base, action="remove",
+                        message="%s %s installed; inbox rdma-core wanted: OFED is removed" % (flavor, version))
+        return dict(base, action="none", message="no OFED stack installed; inbox rdma-core wanted")
+    if not wanted:
+        raise AnsibleFilterError("mlnx_ofed_version: the OFED version to expect from ofed_info -s is unknown for "
+                                 "this release; set it (e.g. 24.10-1.1.4)")
+    if not version:
+        return dict(base, action="install", message="no OFED stack installed; installing %s" % wanted)
+    want_flavor = "OFED-internal" if method == "doca" else "MLNX_OFED_LINUX"
+    cmp = _cmp(version, wanted)
+    if flavor and flavor != want_flavor and flavor in ("OFED-internal", "MLNX_OFED_LINUX"):
+        return dict(base, action="replace",
+                    message="%s %s installed, %s %s wanted (%s): the old stack is removed first"
+                    % (flavor, version, want_flavor, wanted, method))
+    if cmp == 0:
+        return dict(base, action="none", message="%s %s installed, as wanted" % (flavor, version))
+    action = "upgrade" if cmp < 0 else "downgrade"
+    return dict(base, action=action, message="%s %s installed, %s wanted: %s" % (flavor, version, wanted, action))
+
+
+class FilterModule:
+    """Register the decision filters with Ansible."""
+
+    def filters(self):
+        """Return the filter name -> function mapping."""
+        return {
+            "nvidia_gpu_arch": nvidia_gpu_arch,
+            "nvidia_driver_flavor": nvidia_driver_flavor,
+            "nvidia_driver_branch_check": nvidia_driver_branch_check,
+            "nvidia_driver_version_parse": nvidia_driver_version_parse,
+            "rdma_core_major": rdma_core_major,
+            "gpudirect_peermem_choice": gpudirect_peermem_choice,
+            "mlnx_ofed_installer_message": mlnx_ofed_installer_message,
+            "mlnx_ofed_action": mlnx_ofed_action,
+        }
