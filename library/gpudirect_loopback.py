@@ -1,0 +1,539 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Prove GPUDirect RDMA on one node: RDMA WRITE loopback into GPU (or host) memory (see DOCUMENTATION)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gpudirect_loopback
+short_description: Move a known pattern through an RDMA NIC into GPU or host memory, compare every byte, measure
+description:
+  - Connects an RC queue pair of one RDMA port to itself (loopback through the NIC), fills a
+    destination buffer with pattern A, RDMA WRITEs a different pattern B from a source buffer,
+    waits for the completion, copies the destination back (GPU memory with C(cuMemcpyDtoH) on an
+    allocation with C(CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) set, never through a CPU mapping) and
+    compares every byte. A destination that still holds pattern A is reported as
+    C(pattern_not_overwritten), the silent failure where every call succeeds and no data arrives.
+  - Then measures the bandwidth of I(iterations) writes of I(size) bytes, as Gbit/s and as a
+    fraction of the port rate and of the PCIe links of NIC and GPU; in a GPU mode also the staged
+    path (RDMA WRITE into host memory, then C(cuMemcpyHtoD)) and the GPUDirect speedup.
+  - The work is done by a small C helper embedded in the module, compiled on the node with the
+    distribution's C compiler and libibverbs headers the first time (cached under
+    I(helper_dir)/<sha256 of the source>/), linked with C(-libverbs). C(libcuda.so.1) is opened
+    at run time, so no CUDA toolkit is needed on the node.
+  - Devices are chosen by name or PCI address, or by topology from I(facts) (the closest GPU/NIC
+    pair, PIX < PXB < PHB < NODE < SYS); never by a bare index.
+  - On failure the result carries C(diagnosis) (code, message, fix, related path warnings) and
+    nothing stays allocated (the helper is a separate process that releases everything).
+version_added: "1.0.0"
+author:
+  - GPUDirect RDMA toolkit maintainers
+options:
+  mode:
+    description:
+      - C(host) registers host memory (any RDMA device, soft-RoCE included).
+      - C(cuda_peermem) registers C(cuMemAlloc) memory with C(ibv_reg_mr); needs C(nvidia_peermem).
+      - C(cuda_dmabuf) exports C(cuMemAlloc) memory with C(cuMemGetHandleForAddressRange) and
+        registers the dma-buf with C(ibv_reg_dmabuf_mr); needs the open NVIDIA module, a dma-buf
+        capable kernel and RDMA driver.
+      - C(auto) picks C(cuda_dmabuf), else C(cuda_peermem), else C(host), from I(facts) (or sysfs).
+    type: str
+    choices: [auto, host, cuda_peermem, cuda_dmabuf]
+    default: auto
+  facts:
+    description:
+      - C(ansible_facts.gpudirect) as gathered by C(gpudirect_facts). Used to choose devices by
+        topology, to fail early on what the node cannot do, and for path warnings (distance, ACS).
+      - Without it the module reads sysfs and needs explicit or unambiguous devices.
+    type: dict
+  rdma_device:
+    description: RDMA device name (C(mlx5_0), C(rxe0)) or its PCI address. Default from topology.
+    type: str
+  gpu:
+    description: PCI address of the GPU (C(0000:1b:00.0)). Default from topology. Never an index.
+    type: str
+  port:
+    description: Port number of the RDMA device.
+    type: int
+    default: 1
+  gid_index:
+    description:
+      - GID index for RoCE ports. Default the first RoCE v2 GID with an IPv4-mapped address, from
+        C(/sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/*). Ignored on InfiniBand.
+    type: int
+  size:
+    description: Bytes per RDMA WRITE, and the size of the compared buffer (1 to 2 GiB).
+    type: int
+    default: 1048576
+    aliases: [message_size]
+  iterations:
+    description: Number of writes in the bandwidth measurement (and in the staged one).
+    type: int
+    default: 100
+  tx_depth:
+    description: Writes in flight during the bandwidth measurement (clamped to the device limits).
+    type: int
+    default: 128
+  staged:
+    description: In a GPU mode, also measure the staged path (RDMA into host memory, then cuMemcpyHtoD).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds to wait for completions before failing with C(completion_timeout).
+    type: int
+    default: 60
+  min_ratio_port:
+    description: Fail with C(bandwidth_below_minimum) when bandwidth / port rate is below this fraction.
+    type: float
+  helper_dir:
+    description: Where the compiled helper is cached (one subdirectory per source hash). Needs root.
+    type: path
+    default: /var/lib/gpudirect/loopback
+  selftest_gpu_only:
+    description:
+      - Run only the CUDA half, for a GPU node without RDMA NIC - allocate GPU memory, set
+        SYNC_MEMOPS, export it as a dma-buf with C(cuMemGetHandleForAddressRange), round-trip
+        patterns A and B through it (H2D, D2H, compare every byte) and measure pinned H2D/D2H
+        bandwidth (the copy of the staged path). No RDMA device is used.
+    type: bool
+    default: false
+  _corrupt_one_byte:
+    description:
+      - For tests. After the transfer completes, flips the lowest bit of one destination byte
+        (offset I(size)/2+1), in GPU memory with C(cuMemsetD8), before the copy-back. The copy-back
+        and the byte compare then must report a C(data_mismatch) at that offset, which proves that
+        the comparison can fail.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+    description: Chooses devices and reports the commands it would run (C(would_run)); builds and moves nothing.
+  diff_mode:
+    support: none
+    description: Nothing on the node is configured.
+  platform:
+    platforms: linux
+notes:
+  - Run with C(become) - the helper cache is under C(/var/lib) and registering memory needs a
+    sufficient memlock limit (root has CAP_IPC_LOCK).
+  - C(changed) is true only when the helper had to be built.
+  - Soft-RoCE (rdma_rxe) is CPU-bound; its port rate is nominal, so C(ratio_port) means little there.
+requirements:
+  - A C compiler and the libibverbs development files on the node (C(build-essential libibverbs-dev)
+    on Debian/Ubuntu, C(gcc rdma-core-devel) on the RHEL family).
+  - For GPU modes, the NVIDIA driver (C(libcuda.so.1)).
+"""
+
+EXAMPLES = r"""
+- name: Prove GPUDirect RDMA on the closest GPU/NIC pair, in the mode the node supports
+  gpudirect_loopback:
+    facts: "{{ ansible_facts.gpudirect }}"
+  become: true
+  register: loopback
+
+- name: dma-buf path on a named pair, 4 MiB writes
+  gpudirect_loopback:
+    mode: cuda_dmabuf
+    rdma_device: mlx5_0
+    gpu: "0000:1b:00.0"
+    size: 4194304
+    iterations: 200
+  become: true
+
+- name: Soft-RoCE host-memory loopback on a test VM
+  gpudirect_loopback:
+    mode: host
+    rdma_device: rxe0
+    size: 65536
+  become: true
+
+- name: CUDA half only, on a GPU node without NIC
+  gpudirect_loopback:
+    selftest_gpu_only: true
+    facts: "{{ ansible_facts.gpudirect }}"
+  become: true
+"""
+
+RETURN = r"""
+changed:
+  description: Whether the helper was built in this run.
+  returned: always
+  type: bool
+mode:
+  description: Memory mode used (C(host), C(cuda_peermem), C(cuda_dmabuf), C(selftest_gpu_only)).
+  returned: always
+  type: str
+  sample: cuda_dmabuf
+mode_reason:
+  description: Why this mode (C(requested) or what C(auto) found).
+  returned: always
+  type: str
+rdma_device:
+  description: RDMA device used, null in selftest or when none was found.
+  returned: always
+  type: str
+  sample: mlx5_0
+port:
+  description: Port used.
+  returned: always
+  type: int
+gid_index:
+  description: GID index used on a RoCE port, null on InfiniBand or when not reached.
+  returned: always
+  type: int
+gpu:
+  description: PCI address of the GPU, null in host mode.
+  returned: always
+  type: str
+  sample: "0000:1b:00.0"
+selection:
+  description: Why these devices (named, only one, closest pair) and the pair's distance.
+  returned: always
+  type: dict
+bytes_compared:
+  description: Bytes copied back and compared (I(size)).
+  returned: when the helper ran
+  type: int
+mismatches:
+  description: Bytes that differ from what was sent.
+  returned: when the helper ran
+  type: int
+first_mismatch:
+  description: Offset of the first differing byte, null when none.
+  returned: when the helper ran
+  type: int
+bandwidth_gbps:
+  description: RDMA WRITE bandwidth into the destination, Gbit/s (10^9 bit/s).
+  returned: when the helper ran
+  type: float
+port_rate_gbps:
+  description: Port rate from sysfs or facts, Gbit/s.
+  returned: always
+  type: float
+ratio_port:
+  description: bandwidth_gbps / port_rate_gbps.
+  returned: always
+  type: float
+pcie_gbps:
+  description: Slowest PCIe link of NIC and GPU (data rate after line encoding), null when unknown.
+  returned: always
+  type: float
+ratio_pcie:
+  description: bandwidth_gbps / pcie_gbps.
+  returned: always
+  type: float
+staged_bandwidth_gbps:
+  description: RDMA WRITE into host memory followed by cuMemcpyHtoD, Gbit/s; null in host mode.
+  returned: always
+  type: float
+speedup:
+  description: bandwidth_gbps / staged_bandwidth_gbps (GPUDirect over staging).
+  returned: always
+  type: float
+h2d_bandwidth_gbps:
+  description: Pinned host-to-device copy bandwidth (selftest_gpu_only), Gbit/s.
+  returned: with selftest_gpu_only
+  type: float
+diagnosis:
+  description: Null on success; on failure code, message, fix and related path warnings.
+  returned: always
+  type: dict
+  sample: {"code": "pattern_not_overwritten", "message": "...", "fix": "...", "related": []}
+path_warnings:
+  description: Warnings about the GPU/NIC path (PHB/NODE/SYS distance, ACS redirect).
+  returned: always
+  type: list
+  elements: str
+facts_seen:
+  description: Devices, GPUs, pairs and peer-memory state the module saw (on failures about devices).
+  returned: on failure
+  type: dict
+helper_path:
+  description: Path of the compiled helper.
+  returned: always
+  type: str
+helper_built:
+  description: Whether the helper was compiled in this run.
+  returned: always
+  type: bool
+would_run:
+  description: In check mode, the commands (argument lists) that would run.
+  returned: in check mode
+  type: list
+helper:
+  description: The helper's own JSON result.
+  returned: when the helper ran
+  type: dict
+command:
+  description: The helper command line (argument list).
+  returned: when the helper ran
+  type: list
+"""
+
+import os
+import tempfile
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_loopback_helper import (
+    GPU_MODES, HELPER_SOURCE, LoopbackError, build_command, build_failure_hint, check_mode_supported, diagnose,
+    facts_summary, gid_table, helper_paths, live_pci_link, parse_helper_output, path_warnings, pcie_gbps,
+    pick_gid_index, resolve_mode, scan_gpus, scan_port, scan_rdma_devices, select_devices, unwrap_facts)
+
+ROOT = "/"   # sysfs/procfs root; unit tests point it at a fabricated tree
+C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+MAX_SIZE = 1 << 31
+
+
+class Loopback(object):
+
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        self.result = {
+            "changed": False, "mode": self.p["mode"], "mode_reason": None, "rdma_device": None,
+            "port": self.p["port"], "gid_index": None, "gpu": None, "selection": {}, "port_rate_gbps": None,
+            "ratio_port": None, "pcie_gbps": None, "ratio_pcie": None, "bandwidth_gbps": None,
+            "staged_bandwidth_gbps": None, "speedup": None, "diagnosis": None, "path_warnings": [],
+            "helper_path": None, "helper_built": False,
+        }
+        self.facts = None
+        self.devices = []
+        self.gpus = []
+        self.pair = None
+
+    # ------------------------------------------------------------------
+    def fail(self, code, detail, **extra):
+        result = dict(self.result)
+        result.update(extra)
+        result["diagnosis"] = diagnose(code, detail, self.result["path_warnings"])
+        if code in ("no_rdma_device", "unknown_rdma_device", "unknown_gpu", "no_gpu", "port_down",
+                    "peermem_not_loaded", "dmabuf_unsupported", "memlock_too_low"):
+            result["facts_seen"] = facts_summary(self.facts, self.devices, self.gpus)
+        msg = "%s What to do: %s" % (result["diagnosis"]["message"], result["diagnosis"]["fix"])
+        if self.result["path_warnings"] and code not in ("no_rdma_device", "bad_input"):
+            msg += " Path: " + " ".join(self.result["path_warnings"])
+        self.module.fail_json(msg=msg, **result)
+
+    # ------------------------------------------------------------------
+    def validate(self):
+        p = self.p
+        if p["size"] < 1 or p["size"] > MAX_SIZE:
+            self.fail("bad_input", "size must be 1..%d bytes, got %d." % (MAX_SIZE, p["size"]))
+        for name in ("iterations", "tx_depth", "timeout", "port"):
+            if p[name] < 1:
+                self.fail("bad_input", "%s must be >= 1, got %d." % (name, p[name]))
+        if p["selftest_gpu_only"] and p["rdma_device"]:
+            self.fail("bad_input", "selftest_gpu_only uses no RDMA device: leave rdma_device out.")
+
+    def inventory(self):
+        self.facts = unwrap_facts(self.p["facts"])
+        if self.facts:
+            self.devices = list(self.facts.get("rdma_devices") or [])
+            self.gpus = list(self.facts.get("gpus") or [])
+        else:
+            self.devices = scan_rdma_devices(ROOT)
+            self.gpus = scan_gpus(ROOT)
+
+    def choose(self):
+        p = self.p
+        if p["selftest_gpu_only"]:
+            mode, reason = "selftest", "selftest_gpu_only"
+        else:
+            if not self.devices:
+                raise LoopbackError("no_rdma_device", "Seen: %s (from %s)." % (
+                    "GPUs " + ", ".join(g["address"] for g in self.gpus) if self.gpus else "no GPU either",
+                    "facts" if self.facts else "sysfs"))
+            mode, reason = resolve_mode(p["mode"], self.facts, self.gpus, ROOT)
+        self.result["mode"] = "selftest_gpu_only" if mode == "selftest" else mode
+        self.result["mode_reason"] = reason
+        dev, gpu, pair, why = select_devices(self.devices, self.gpus, (self.facts or {}).get("pairs"), mode,
+                                             p["rdma_device"], p["gpu"], p["port"])
+        self.pair = pair
+        self.result["rdma_device"] = dev["name"] if dev else None
+        self.result["gpu"] = gpu["address"] if gpu and mode != "host" else None
+        self.result["selection"] = {"reason": why, "distance": pair.get("distance") if pair else None,
+                                    "rdma_pci_address": dev.get("pci_address") if dev else None}
+        self.result["path_warnings"] = path_warnings(pair) if mode in GPU_MODES else []
+        for warning in self.result["path_warnings"]:
+            self.module.warn(warning)
+        if mode in GPU_MODES:
+            check_mode_supported(mode, self.facts)
+        if gpu and gpu.get("memory_total_mib") and p["size"] > gpu["memory_total_mib"] * (1 << 20):
+            raise LoopbackError("size_exceeds_gpu_memory", "size %d bytes is larger than the %d MiB of GPU %s."
+                                % (p["size"], gpu["memory_total_mib"], gpu["address"]))
+        return mode, dev, gpu
+
+    def port_checks(self, dev):
+        p = self.p
+        live = scan_port(ROOT, dev["name"], p["port"])
+        port = live or (dev.get("ports") or {}).get(str(p["port"]))
+        if port is None:
+            raise LoopbackError("port_down", "%s has no port %d (ports: %s)." % (
+                dev["name"], p["port"], ", ".join(sorted((dev.get("ports") or {}).keys())) or "none"))
+        self.result["port_rate_gbps"] = port.get("rate_gbps")
+        if (port.get("state") or "").upper() != "ACTIVE":
+            raise LoopbackError("port_down", "Port %d of %s is %s (physical state %s)." % (
+                p["port"], dev["name"], port.get("state"), port.get("phys_state")))
+        if (port.get("link_layer") or "") == "Ethernet":
+            if p["gid_index"] is not None:
+                self.result["gid_index"] = p["gid_index"]
+            else:
+                chosen = pick_gid_index(gid_table(ROOT, dev["name"], p["port"]))
+                if chosen is None:
+                    raise LoopbackError("no_gid", "Port %d of %s (netdev %s) has no populated RoCE GID." % (
+                        p["port"], dev["name"], port.get("netdev")))
+                self.result["gid_index"] = chosen[0]
+                self.result["gid"] = {"index": chosen[0], "type": chosen[1], "gid": chosen[2]}
+
+    def pcie(self, dev, gpu):
+        links = [live_pci_link(ROOT, dev.get("pci_address")) if dev else None]
+        if gpu:
+            link = gpu.get("link") or {}
+            links.append(pcie_gbps(link.get("current_speed_gts"), link.get("current_width"))
+                         or live_pci_link(ROOT, gpu.get("address")))
+        known = [x for x in links if x]
+        # a link that is unknown for one end leaves the path unknown
+        return min(known) if known and len(known) == len(links) else None
+
+    # ------------------------------------------------------------------
+    def helper_command(self, binary, mode, dev, gpu):
+        p = self.p
+        if mode == "selftest":
+            cmd = [binary, "--selftest-gpu-only", "--gpu", gpu["address"]]
+        else:
+            cmd = [binary, "--mode", mode, "--device", dev["name"], "--port", str(p["port"])]
+            if self.result["gid_index"] is not None:
+                cmd += ["--gid-index", str(self.result["gid_index"])]
+            if mode in GPU_MODES:
+                cmd += ["--gpu", gpu["address"], "--staged", "1" if p["staged"] else "0"]
+            cmd += ["--depth", str(p["tx_depth"])]
+        cmd += ["--size", str(p["size"]), "--iters", str(p["iterations"]), "--timeout", str(p["timeout"])]
+        if p["_corrupt_one_byte"]:
+            cmd.append("--corrupt")
+        return cmd
+
+    def build(self, directory, source_path, binary):
+        cc = self.module.get_bin_path("cc") or self.module.get_bin_path("gcc")
+        if not cc:
+            self.fail("helper_build_failed", "No C compiler (cc/gcc) on the node.")
+        try:
+            if not os.path.isdir(directory):
+                os.makedirs(directory, 0o755)
+            with open(source_path, "w") as handle:
+                handle.write(HELPER_SOURCE)
+            fd, tmp = tempfile.mkstemp(prefix=".build-", dir=directory)
+            os.close(fd)
+        except (IOError, OSError) as exc:
+            self.fail("helper_build_failed", "Cannot write %s: %s (run with become, or set helper_dir to a "
+                      "writable directory)." % (directory, exc))
+        cmd = build_command(cc, source_path, tmp)
+        rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
+        if rc != 0:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            self.fail("helper_build_failed", "%s exited %d: %s." % (" ".join(cmd), rc, build_failure_hint(err)),
+                      rc=rc, stdout=out, stderr=err, command=cmd)
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, binary)
+        self.result["helper_built"] = True
+        self.result["changed"] = True
+
+    def run(self):
+        self.validate()
+        try:
+            self.inventory()
+            mode, dev, gpu = self.choose()
+            if mode != "selftest":
+                self.port_checks(dev)
+                self.result["pcie_gbps"] = self.pcie(dev, gpu if mode in GPU_MODES else None)
+        except LoopbackError as exc:
+            self.fail(exc.code, exc.message, **exc.extra)
+        directory, source_path, binary = helper_paths(self.p["helper_dir"])
+        self.result["helper_path"] = binary
+        built = os.path.isfile(binary) and os.access(binary, os.X_OK)
+        cmd = self.helper_command(binary, mode, dev, gpu)
+        if self.module.check_mode:
+            would = [] if built else [build_command("cc", source_path, binary)]
+            self.result.update(changed=not built, would_run=would + [cmd])
+            self.module.exit_json(**self.result)
+        if not built:
+            self.build(directory, source_path, binary)
+        rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
+        self.result["command"] = cmd
+        try:
+            helper = parse_helper_output(out)
+        except ValueError as exc:
+            self.fail("helper_output_malformed", "%s (rc=%s)." % (exc, rc), rc=rc, stdout=out, stderr=err)
+        self.result["helper"] = helper
+        self.absorb(helper, mode)
+        if not helper.get("ok"):
+            code = helper.get("error") or "helper_failed"
+            detail = helper.get("detail") or ""
+            if helper.get("stage"):
+                detail = "%s [stage %s, errno %s]" % (detail, helper.get("stage"), helper.get("errno"))
+            if self.p["_corrupt_one_byte"] and code in ("data_mismatch", "pattern_not_overwritten"):
+                detail += " (expected here: _corrupt_one_byte flipped one destination byte on purpose)"
+            if code == "memlock_too_low" and self.facts:
+                detail += " memlock seen by gpudirect_facts: %s" % (self.facts.get("memlock"),)
+            self.fail(code, detail, rc=rc, stderr=err)
+        minimum = self.p["min_ratio_port"]
+        if minimum is not None and self.result["ratio_port"] is not None and self.result["ratio_port"] < minimum:
+            self.fail("bandwidth_below_minimum", "%.3f Gbit/s is %.3f of the %.1f Gbit/s port, below %.3f." % (
+                self.result["bandwidth_gbps"], self.result["ratio_port"], self.result["port_rate_gbps"], minimum))
+        self.module.exit_json(**self.result)
+
+    def absorb(self, helper, mode):
+        r = self.result
+        for key in ("bytes_compared", "mismatches", "bandwidth_gbps", "staged_bandwidth_gbps", "h2d_bandwidth_gbps",
+                    "d2h_bandwidth_gbps", "gpu_name", "link_layer", "active_mtu", "elapsed_s"):
+            if key in helper:
+                r[key] = helper[key]
+        r["first_mismatch"] = helper.get("first_mismatch")
+        if mode == "selftest":
+            r["dmabuf_exported"] = bool(helper.get("dmabuf_exported"))
+            return
+        bw = r.get("bandwidth_gbps")
+        if bw and r["port_rate_gbps"]:
+            r["ratio_port"] = round(bw / r["port_rate_gbps"], 4)
+        if bw and r["pcie_gbps"]:
+            r["ratio_pcie"] = round(bw / r["pcie_gbps"], 4)
+        if bw and r.get("staged_bandwidth_gbps"):
+            r["speedup"] = round(bw / r["staged_bandwidth_gbps"], 3)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            mode=dict(type="str", default="auto", choices=["auto", "host", "cuda_peermem", "cuda_dmabuf"]),
+            facts=dict(type="dict"),
+            rdma_device=dict(type="str"),
+            gpu=dict(type="str"),
+            port=dict(type="int", default=1),
+            gid_index=dict(type="int"),
+            size=dict(type="int", default=1048576, aliases=["message_size"]),
+            iterations=dict(type="int", default=100),
+            tx_depth=dict(type="int", default=128),
+            staged=dict(type="bool", default=True),
+            timeout=dict(type="int", default=60),
+            min_ratio_port=dict(type="float"),
+            helper_dir=dict(type="path", default="/var/lib/gpudirect/loopback"),
+            selftest_gpu_only=dict(type="bool", default=False),
+            _corrupt_one_byte=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        Loopback(module).run()
+    except Exception as exc:  # a bug, not a node problem: say so with the traceback
+        module.fail_json(msg="gpudirect_loopback failed unexpectedly: %s" % exc, exception=traceback.format_exc())
+
+
+if __name__ == "__main__":
+    main()

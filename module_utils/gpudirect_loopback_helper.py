@@ -1,0 +1,1365 @@
+# -*- coding: utf-8 -*-
+"""Logic of the ``gpudirect_loopback`` module that needs no node: the embedded C
+helper source, device selection from ``ansible_facts.gpudirect``, RoCE GID
+choice, helper output parsing and the failure diagnoses.
+
+The helper is a small C program (below, ``HELPER_SOURCE``) that the module builds on
+the node with the distribution's compiler and libibverbs headers. It links
+``-libverbs`` and opens ``libcuda.so.1`` at run time with ``dlopen``, declaring the
+few CUDA driver API prototypes itself, so no CUDA toolkit is needed on the node.
+It prints one JSON line.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import re
+
+from ansible.module_utils.gpudirect_pci import (normalize_pci_address, parse_link_speed, parse_link_width,
+                                                pci_address_key, pci_address_of, read_text, root_path)
+
+HELPER_NAME = "gpudirect_loopback_helper"
+COMPILE_FLAGS = ["-O2", "-std=gnu99", "-Wall"]
+LINK_FLAGS = ["-libverbs", "-ldl"]
+MODES = ("auto", "host", "cuda_peermem", "cuda_dmabuf")
+GPU_MODES = ("cuda_peermem", "cuda_dmabuf")
+DISTANCE_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
+
+# The C helper. Edit here: its sha256 names the cache directory, so a change rebuilds it.
+HELPER_SOURCE = r'''/* gpudirect_loopback helper: RDMA WRITE loopback through one port of one RDMA
+ * device into host or GPU memory, copy back, compare every byte, measure.
+ * Prints exactly one JSON line on stdout. Built by the gpudirect_loopback
+ * Ansible module with: cc -O2 -o helper helper.c -libverbs -ldl
+ * libcuda.so.1 is opened at run time; no CUDA headers are needed. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#define HELPER_VERSION 1
+
+/* ---- CUDA driver API subset (declared here: no cuda.h needed) ---- */
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef unsigned long long CUdeviceptr;
+#define CU_POINTER_ATTRIBUTE_SYNC_MEMOPS 6
+#define CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED 116
+#define CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
+#define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
+#define CU_MEMHOSTREGISTER_PORTABLE 1
+
+static struct {
+    void *lib;
+    CUresult (*Init)(unsigned);
+    CUresult (*DriverGetVersion)(int *);
+    CUresult (*DeviceGetByPCIBusId)(CUdevice *, const char *);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*CtxSynchronize)(void);
+    CUresult (*MemGetInfo)(size_t *, size_t *);
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+    CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*PointerSetAttribute)(const void *, int, CUdeviceptr);
+    CUresult (*MemGetHandleForAddressRange)(void *, CUdeviceptr, size_t, int, unsigned long long);
+    CUresult (*MemHostRegister)(void *, size_t, unsigned);
+    CUresult (*MemHostUnregister)(void *);
+    CUresult (*GetErrorName)(CUresult, const char **);
+} cu;
+
+typedef struct ibv_mr *(*reg_dmabuf_fn)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
+
+/* ---- result, printed as one JSON line ---- */
+static char out[16384];
+static size_t outlen;
+static const char *err_code;   /* NULL: success */
+static char err_detail[1024];
+static const char *err_stage = "";
+static int err_errno;
+
+static void jraw(const char *fmt, ...)
+{
+    va_list ap;
+    if (outlen >= sizeof(out) - 1)
+        return;
+    va_start(ap, fmt);
+    int n = vsnprintf(out + outlen, sizeof(out) - outlen, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        outlen += (size_t)n < sizeof(out) - outlen ? (size_t)n : sizeof(out) - outlen - 1;
+}
+
+static void jkey(const char *key) { jraw("%s\"%s\":", outlen > 1 ? "," : "", key); }
+
+static void jstr(const char *key, const char *val)
+{
+    jkey(key);
+    if (!val) {
+        jraw("null");
+        return;
+    }
+    jraw("\"");
+    for (const unsigned char *p = (const unsigned char *)val; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            jraw("\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f)
+            jraw("\\u%04x", *p);
+        else
+            jraw("%c", *p);
+    }
+    jraw("\"");
+}
+static void jint(const char *key, long long v) { jkey(key); jraw("%lld", v); }
+static void jdbl(const char *key, double v)
+{
+    jkey(key);
+    if (v < 0)
+        jraw("null");
+    else
+        jraw("%.4f", v);
+}
+
+static int fail(const char *code, const char *stage, int errnum, const char *fmt, ...)
+{
+    va_list ap;
+    if (err_code)   /* keep the first error */
+        return -1;
+    err_code = code;
+    err_stage = stage;
+    err_errno = errnum;
+    va_start(ap, fmt);
+    vsnprintf(err_detail, sizeof(err_detail), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *cuerr(CUresult r)
+{
+    const char *name = NULL;
+    static char buf[32];
+    if (cu.GetErrorName && cu.GetErrorName(r, &name) == 0 && name)
+        return name;
+    snprintf(buf, sizeof(buf), "CUresult %d", r);
+    return buf;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Pattern B (what is sent) varies with the offset, so a write that lands at the
+ * wrong place is caught; pattern A (what the destination holds before) is its
+ * complement, so A[i] != B[i] at every offset and a byte that was not written is
+ * always a mismatch. */
+static inline uint8_t pat_b(size_t i)
+{
+    uint32_t h = (uint32_t)i * 2654435761u + (uint32_t)(i >> 32);
+    h ^= h >> 15;
+    return (uint8_t)(h ^ (h >> 8));
+}
+static inline uint8_t pat_a(size_t i) { return (uint8_t)~pat_b(i); }
+
+static void fill(uint8_t *buf, size_t n, int which)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = which ? pat_b(i) : pat_a(i);
+}
+
+struct cmp {
+    size_t compared, mismatches, old_pattern;
+    long long first;
+    int got, expected;
+};
+
+static void compare(const uint8_t *got, size_t n, struct cmp *c)
+{
+    c->compared += n;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = pat_b(i);
+        if (got[i] != b) {
+            if (c->mismatches == 0) {
+                c->first = (long long)i;
+                c->got = got[i];
+                c->expected = b;
+            }
+            c->mismatches++;
+            if (got[i] == pat_a(i))
+                c->old_pattern++;
+        }
+    }
+}
+
+static int load_sym(void **slot, const char *const *names, int required)
+{
+    for (; *names; names++) {
+        *slot = dlsym(cu.lib, *names);
+        if (*slot)
+            return 0;
+    }
+    return required ? -1 : 0;
+}
+
+static int cuda_open(void)
+{
+    cu.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!cu.lib)
+        return fail("cuda_unavailable", "dlopen", 0, "cannot load libcuda.so.1: %s", dlerror());
+#define SYM(field, req, ...)                                                                  \
+    do {                                                                                      \
+        static const char *const n_[] = {__VA_ARGS__, NULL};                                 \
+        if (load_sym((void **)&cu.field, n_, req))                                            \
+            return fail("cuda_unavailable", "dlsym", 0, "libcuda.so.1 lacks %s (driver too old?)", n_[0]); \
+    } while (0)
+    SYM(Init, 1, "cuInit");
+    SYM(DriverGetVersion, 1, "cuDriverGetVersion");
+    SYM(DeviceGetByPCIBusId, 1, "cuDeviceGetByPCIBusId");
+    SYM(DeviceGetName, 1, "cuDeviceGetName");
+    SYM(DeviceGetAttribute, 1, "cuDeviceGetAttribute");
+    SYM(DevicePrimaryCtxRetain, 1, "cuDevicePrimaryCtxRetain");
+    SYM(DevicePrimaryCtxRelease, 1, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
+    SYM(CtxSetCurrent, 1, "cuCtxSetCurrent");
+    SYM(CtxSynchronize, 1, "cuCtxSynchronize");
+    SYM(MemGetInfo, 1, "cuMemGetInfo_v2");
+    SYM(MemAlloc, 1, "cuMemAlloc_v2");
+    SYM(MemFree, 1, "cuMemFree_v2");
+    SYM(MemcpyHtoD, 1, "cuMemcpyHtoD_v2");
+    SYM(MemcpyDtoH, 1, "cuMemcpyDtoH_v2");
+    SYM(MemsetD8, 1, "cuMemsetD8_v2");
+    SYM(PointerSetAttribute, 1, "cuPointerSetAttribute");
+    SYM(MemGetHandleForAddressRange, 0, "cuMemGetHandleForAddressRange");
+    SYM(MemHostRegister, 0, "cuMemHostRegister_v2", "cuMemHostRegister");
+    SYM(MemHostUnregister, 0, "cuMemHostUnregister");
+    SYM(GetErrorName, 0, "cuGetErrorName");
+#undef SYM
+    return 0;
+}
+
+/* ---- options ---- */
+static struct {
+    const char *mode;       /* host | cuda_peermem | cuda_dmabuf */
+    const char *device;
+    int port;
+    int gid_index;          /* -1: no GRH (InfiniBand) */
+    const char *gpu;        /* PCI bus id */
+    size_t size;
+    long iters;
+    int depth;
+    int staged;
+    int corrupt;
+    double timeout;
+    int selftest;
+} opt = {"host", NULL, 1, -1, NULL, 1 << 20, 100, 128, 1, 0, 60.0, 0};
+
+/* ---- state released in cleanup() ---- */
+static struct ibv_device **dev_list;
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+static struct ibv_qp *qp;
+static struct ibv_mr *src_mr, *dst_mr, *stage_mr;
+static uint8_t *src_buf, *dst_host, *stage_buf, *check_buf;
+static int stage_cuda_registered;
+static CUdevice cudev;
+static CUcontext cuctx;
+static int ctx_retained;
+static CUdeviceptr dptr;
+static int dmabuf_fd = -1;
+
+static void cleanup(void)
+{
+    if (qp) ibv_destroy_qp(qp);
+    if (src_mr) ibv_dereg_mr(src_mr);
+    if (dst_mr) ibv_dereg_mr(dst_mr);
+    if (stage_mr) ibv_dereg_mr(stage_mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+    if (dev_list) ibv_free_device_list(dev_list);
+    if (dmabuf_fd >= 0) close(dmabuf_fd);
+    if (stage_cuda_registered && cu.MemHostUnregister) cu.MemHostUnregister(stage_buf);
+    if (dptr) cu.MemFree(dptr);
+    if (ctx_retained) cu.DevicePrimaryCtxRelease(cudev);
+    free(src_buf);
+    free(dst_host);
+    free(stage_buf);
+    free(check_buf);
+}
+
+static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+static void *host_alloc(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, round_up(n, 4096)))
+        return NULL;
+    return p;
+}
+
+static int cuda_setup(size_t alloc, int *dmabuf_attr, int *gdr_attr, int *driver_version,
+                      char *name, size_t *free_b, size_t *total_b)
+{
+    CUresult r;
+    if (cuda_open())
+        return -1;
+    if ((r = cu.Init(0)))
+        return fail("cuda_error", "cuInit", 0, "cuInit failed: %s (is the nvidia module loaded?)", cuerr(r));
+    cu.DriverGetVersion(driver_version);
+    if ((r = cu.DeviceGetByPCIBusId(&cudev, opt.gpu)))
+        return fail("unknown_gpu", "cuDeviceGetByPCIBusId", 0, "CUDA has no device at %s: %s", opt.gpu, cuerr(r));
+    cu.DeviceGetName(name, 128, cudev);
+    cu.DeviceGetAttribute(dmabuf_attr, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, cudev);
+    cu.DeviceGetAttribute(gdr_attr, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, cudev);
+    if ((r = cu.DevicePrimaryCtxRetain(&cuctx, cudev)))
+        return fail("cuda_error", "cuDevicePrimaryCtxRetain", 0, "%s", cuerr(r));
+    ctx_retained = 1;
+    if ((r = cu.CtxSetCurrent(cuctx)))
+        return fail("cuda_error", "cuCtxSetCurrent", 0, "%s", cuerr(r));
+    if ((r = cu.MemGetInfo(free_b, total_b)))
+        return fail("cuda_error", "cuMemGetInfo", 0, "%s", cuerr(r));
+    if (alloc > *free_b)
+        return fail("size_exceeds_gpu_memory", "cuMemGetInfo", 0,
+                    "%zu bytes asked, %zu bytes free of %zu on %s", alloc, *free_b, *total_b, opt.gpu);
+    if ((r = cu.MemAlloc(&dptr, alloc))) {
+        dptr = 0;
+        return fail("cuda_error", "cuMemAlloc", 0, "cuMemAlloc(%zu) failed: %s", alloc, cuerr(r));
+    }
+    /* Every CUDA memory operation on this allocation is synchronous with respect to
+     * third-party (NIC) writes: a later cuMemcpyDtoH sees what the NIC wrote. */
+    unsigned int one = 1;
+    if ((r = cu.PointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, dptr)))
+        return fail("cuda_error", "cuPointerSetAttribute", 0, "SYNC_MEMOPS: %s", cuerr(r));
+    return 0;
+}
+
+static int export_dmabuf(size_t alloc)
+{
+    CUresult r;
+    if (!cu.MemGetHandleForAddressRange)
+        return fail("dmabuf_unsupported", "cuMemGetHandleForAddressRange", 0,
+                    "libcuda.so.1 has no cuMemGetHandleForAddressRange (driver older than 515)");
+    r = cu.MemGetHandleForAddressRange(&dmabuf_fd, dptr, alloc, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (r) {
+        dmabuf_fd = -1;
+        return fail("dmabuf_unsupported", "cuMemGetHandleForAddressRange", 0,
+                    "dma-buf export of GPU memory failed: %s", cuerr(r));
+    }
+    return 0;
+}
+
+static int wait_one(const char *stage)
+{
+    struct ibv_wc wc;
+    double deadline = now_s() + opt.timeout;
+    for (;;) {
+        int n = ibv_poll_cq(cq, 1, &wc);
+        if (n < 0)
+            return fail("verbs_error", stage, 0, "ibv_poll_cq failed");
+        if (n == 1) {
+            if (wc.status != IBV_WC_SUCCESS)
+                return fail("completion_error", stage, 0, "work completion status %d: %s (vendor_err 0x%x)",
+                            wc.status, ibv_wc_status_str(wc.status), wc.vendor_err);
+            return 0;
+        }
+        if (now_s() > deadline)
+            return fail("completion_timeout", stage, 0, "no completion within %.0f s", opt.timeout);
+    }
+}
+
+static int post_write(void *laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, size_t len,
+                      uint64_t wr_id, int signaled)
+{
+    struct ibv_sge sge = {.addr = (uintptr_t)laddr, .length = (uint32_t)len, .lkey = lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+    int rc = ibv_post_send(qp, &wr, &bad);
+    if (rc)
+        return fail("verbs_error", "ibv_post_send", rc, "ibv_post_send: %s", strerror(rc));
+    return 0;
+}
+
+static int reg_fail(const char *stage, const char *what)
+{
+    int e = errno;
+    if (e == ENOMEM)
+        return fail("memlock_too_low", stage, e, "%s: %s (locked-memory limit or pinned memory exhausted)",
+                    what, strerror(e));
+    return fail("verbs_error", stage, e, "%s: %s", what, strerror(e));
+}
+
+static int connect_self(struct ibv_port_attr *pa, union ibv_gid *gid)
+{
+    struct ibv_qp_attr a;
+    int rc;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = (uint8_t)opt.port;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    if ((rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)))
+        return fail("verbs_error", "modify_qp_init", rc, "QP to INIT: %s", strerror(rc));
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = pa->active_mtu;
+    a.dest_qp_num = qp->qp_num;   /* connected to itself: loopback through the port */
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.port_num = (uint8_t)opt.port;
+    a.ah_attr.dlid = pa->lid;
+    if (opt.gid_index >= 0) {
+        a.ah_attr.is_global = 1;
+        a.ah_attr.grh.dgid = *gid;
+        a.ah_attr.grh.sgid_index = (uint8_t)opt.gid_index;
+        a.ah_attr.grh.hop_limit = 64;
+    }
+    if ((rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
+        return fail("verbs_error", "modify_qp_rtr", rc, "QP to RTR: %s (GID index %d)", strerror(rc), opt.gid_index);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = 0;
+    a.max_rd_atomic = 1;
+    if ((rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)))
+        return fail("verbs_error", "modify_qp_rts", rc, "QP to RTS: %s", strerror(rc));
+    return 0;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: helper --device NAME [--port N] [--gid-index N] [--mode host|cuda_peermem|cuda_dmabuf]\n"
+                    "              [--gpu BUSID] [--size BYTES] [--iters N] [--depth N] [--staged 0|1]\n"
+                    "              [--corrupt] [--timeout S] | --selftest-gpu-only --gpu BUSID [...]\n");
+    return 2;
+}
+
+static int selftest_gpu(void)
+{
+    size_t alloc = round_up(opt.size, 2u << 20), free_b = 0, total_b = 0;
+    int dmabuf_attr = -1, gdr_attr = -1, drv = 0;
+    char name[128] = "";
+    struct cmp c = {0, 0, 0, -1, 0, 0};
+    double h2d = -1, d2h = -1;
+    CUresult r;
+
+    if (!(src_buf = host_alloc(opt.size)) || !(check_buf = host_alloc(opt.size)))
+        fail("host_memory", "alloc", ENOMEM, "cannot allocate %zu bytes of host memory", opt.size);
+    if (!err_code && !cuda_setup(alloc, &dmabuf_attr, &gdr_attr, &drv, name, &free_b, &total_b) && !export_dmabuf(alloc)) {
+        /* round trip: A in, A back, then B in, B back */
+        fill(src_buf, opt.size, 0);
+        if ((r = cu.MemcpyHtoD(dptr, src_buf, opt.size)) || (r = cu.MemcpyDtoH(check_buf, dptr, opt.size)))
+            fail("cuda_error", "memcpy_a", 0, "%s", cuerr(r));
+        else if (memcmp(check_buf, src_buf, opt.size))
+            fail("data_mismatch", "roundtrip_a", 0, "pattern A did not survive H2D + D2H");
+        if (!err_code) {
+            fill(src_buf, opt.size, 1);
+            if ((r = cu.MemcpyHtoD(dptr, src_buf, opt.size)))
+                fail("cuda_error", "memcpy_b", 0, "%s", cuerr(r));
+        }
+        if (!err_code && opt.corrupt)
+            cu.MemsetD8(dptr + opt.size / 2 + 1, (unsigned char)(pat_b(opt.size / 2 + 1) ^ 1), 1);
+        if (!err_code) {
+            if ((r = cu.MemcpyDtoH(check_buf, dptr, opt.size)))
+                fail("cuda_error", "memcpy_back", 0, "%s", cuerr(r));
+            else
+                compare(check_buf, opt.size, &c);
+        }
+        if (!err_code && c.mismatches)
+            fail(c.old_pattern == c.mismatches ? "pattern_not_overwritten" : "data_mismatch", "compare", 0,
+                 "%zu of %zu bytes differ, first at offset %lld", c.mismatches, c.compared, c.first);
+        if (!err_code) {
+            int pinned = cu.MemHostRegister &&
+                         cu.MemHostRegister(src_buf, round_up(opt.size, 4096), CU_MEMHOSTREGISTER_PORTABLE) == 0;
+            double t0 = now_s();
+            for (long i = 0; i < opt.iters && !err_code; i++)
+                if ((r = cu.MemcpyHtoD(dptr, src_buf, opt.size)))
+                    fail("cuda_error", "h2d_bandwidth", 0, "%s", cuerr(r));
+            double t1 = now_s();
+            for (long i = 0; i < opt.iters && !err_code; i++)
+                if ((r = cu.MemcpyDtoH(src_buf, dptr, opt.size)))
+                    fail("cuda_error", "d2h_bandwidth", 0, "%s", cuerr(r));
+            double t2 = now_s();
+            if (pinned && cu.MemHostUnregister)
+                cu.MemHostUnregister(src_buf);
+            if (!err_code) {
+                h2d = opt.size * (double)opt.iters * 8 / (t1 - t0) / 1e9;
+                d2h = opt.size * (double)opt.iters * 8 / (t2 - t1) / 1e9;
+            }
+        }
+    }
+    jstr("mode", "selftest_gpu_only");
+    jstr("gpu", opt.gpu);
+    jstr("gpu_name", name[0] ? name : NULL);
+    jint("cuda_driver_version", drv);
+    jint("dmabuf_supported_attr", dmabuf_attr);
+    jint("gpudirect_rdma_supported_attr", gdr_attr);
+    jint("dmabuf_exported", dmabuf_fd >= 0);
+    jint("sync_memops", dptr != 0);
+    jint("gpu_free_bytes", (long long)free_b);
+    jint("size", (long long)opt.size);
+    jint("iterations", opt.iters);
+    jint("bytes_compared", (long long)c.compared);
+    jint("mismatches", (long long)c.mismatches);
+    jint("old_pattern_bytes", (long long)c.old_pattern);
+    if (c.mismatches) {
+        jint("first_mismatch", c.first);
+        jint("first_mismatch_got", c.got);
+        jint("first_mismatch_expected", c.expected);
+    }
+    jdbl("h2d_bandwidth_gbps", h2d);
+    jdbl("d2h_bandwidth_gbps", d2h);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"mode", 1, 0, 'm'}, {"device", 1, 0, 'd'}, {"port", 1, 0, 'p'}, {"gid-index", 1, 0, 'x'},
+        {"gpu", 1, 0, 'g'}, {"size", 1, 0, 's'}, {"iters", 1, 0, 'n'}, {"depth", 1, 0, 't'},
+        {"staged", 1, 0, 'S'}, {"corrupt", 0, 0, 'C'}, {"timeout", 1, 0, 'T'},
+        {"selftest-gpu-only", 0, 0, 'G'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': opt.mode = optarg; break;
+        case 'd': opt.device = optarg; break;
+        case 'p': opt.port = atoi(optarg); break;
+        case 'x': opt.gid_index = atoi(optarg); break;
+        case 'g': opt.gpu = optarg; break;
+        case 's': opt.size = strtoull(optarg, NULL, 0); break;
+        case 'n': opt.iters = strtol(optarg, NULL, 0); break;
+        case 't': opt.depth = atoi(optarg); break;
+        case 'S': opt.staged = atoi(optarg); break;
+        case 'C': opt.corrupt = 1; break;
+        case 'T': opt.timeout = atof(optarg); break;
+        case 'G': opt.selftest = 1; break;
+        case 'V': printf("{\"helper_version\":%d}\n", HELPER_VERSION); return 0;
+        default: return usage();
+        }
+    }
+    int gpu_mode = strcmp(opt.mode, "host") != 0;
+    out[outlen++] = '{';
+    jint("helper_version", HELPER_VERSION);
+    if (opt.size == 0 || opt.size > (1ull << 31) || opt.iters < 1 || opt.depth < 1)
+        fail("bad_input", "arguments", 0, "size must be 1..2^31 bytes, iters and depth >= 1");
+    else if ((opt.selftest || gpu_mode) && !opt.gpu)
+        fail("bad_input", "arguments", 0, "--gpu BUSID is needed for mode %s", opt.selftest ? "selftest" : opt.mode);
+    else if (!opt.selftest && !opt.device)
+        fail("bad_input", "arguments", 0, "--device NAME is needed");
+    else if (gpu_mode && strcmp(opt.mode, "cuda_peermem") && strcmp(opt.mode, "cuda_dmabuf"))
+        fail("bad_input", "arguments", 0, "unknown mode %s", opt.mode);
+
+    if (!err_code && opt.selftest) {
+        selftest_gpu();
+        goto done;
+    }
+    if (err_code)
+        goto done;
+
+    /* ---- verbs loopback ---- */
+    size_t alloc = gpu_mode ? round_up(opt.size, 2u << 20) : round_up(opt.size, 4096);
+    size_t free_b = 0, total_b = 0;
+    int dmabuf_attr = -1, gdr_attr = -1, drv = 0, num = 0;
+    char name[128] = "";
+    struct ibv_port_attr pa;
+    struct ibv_device_attr da;
+    union ibv_gid gid;
+    struct cmp cmpres = {0, 0, 0, -1, 0, 0};
+    double bw = -1, staged_bw = -1, elapsed = -1;
+    const char *link_layer = NULL, *port_state = NULL;
+    uint64_t raddr = 0;
+    memset(&gid, 0, sizeof(gid));
+    memset(&pa, 0, sizeof(pa));
+
+    if (gpu_mode && cuda_setup(alloc, &dmabuf_attr, &gdr_attr, &drv, name, &free_b, &total_b))
+        goto report;
+    dev_list = ibv_get_device_list(&num);
+    if (!dev_list || num == 0) {
+        fail("no_rdma_device", "ibv_get_device_list", errno, "libibverbs sees no RDMA device");
+        goto report;
+    }
+    for (int i = 0; i < num; i++)
+        if (!strcmp(ibv_get_device_name(dev_list[i]), opt.device)) {
+            ctx = ibv_open_device(dev_list[i]);
+            if (!ctx) {
+                fail("verbs_error", "ibv_open_device", errno, "%s: %s", opt.device, strerror(errno));
+                goto report;
+            }
+        }
+    if (!ctx) {
+        char names[512] = "";
+        for (int i = 0; i < num; i++) {
+            strncat(names, i ? ", " : "", sizeof(names) - strlen(names) - 1);
+            strncat(names, ibv_get_device_name(dev_list[i]), sizeof(names) - strlen(names) - 1);
+        }
+        fail("unknown_rdma_device", "ibv_get_device_list", 0, "no RDMA device %s; libibverbs sees: %s", opt.device, names);
+        goto report;
+    }
+    if ((c = ibv_query_port(ctx, (uint8_t)opt.port, &pa))) {
+        fail("verbs_error", "ibv_query_port", c, "port %d of %s: %s", opt.port, opt.device, strerror(c));
+        goto report;
+    }
+    link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+    port_state = ibv_port_state_str(pa.state);
+    if (pa.state != IBV_PORT_ACTIVE) {
+        fail("port_down", "ibv_query_port", 0, "port %d of %s is %s, not ACTIVE", opt.port, opt.device, port_state);
+        goto report;
+    }
+    if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && opt.gid_index < 0) {
+        fail("no_gid", "gid", 0, "RoCE port needs a GID index (none populated?)");
+        goto report;
+    }
+    if (opt.gid_index >= 0 && (c = ibv_query_gid(ctx, (uint8_t)opt.port, opt.gid_index, &gid))) {
+        fail("no_gid", "ibv_query_gid", c, "GID index %d of %s port %d: %s", opt.gid_index, opt.device, opt.port, strerror(c));
+        goto report;
+    }
+    if (ibv_query_device(ctx, &da) == 0) {
+        if (opt.depth > da.max_qp_wr)
+            opt.depth = da.max_qp_wr;
+        if (opt.depth > da.max_cqe)
+            opt.depth = da.max_cqe;
+    }
+    if (opt.size > pa.max_msg_sz) {
+        fail("bad_input", "size", 0, "size %zu exceeds the port's max message size %u", opt.size, pa.max_msg_sz);
+        goto report;
+    }
+    if (!(pd = ibv_alloc_pd(ctx))) {
+        fail("verbs_error", "ibv_alloc_pd", errno, "%s", strerror(errno));
+        goto report;
+    }
+    if (!(cq = ibv_create_cq(ctx, opt.depth + 1, NULL, NULL, 0))) {
+        fail("verbs_error", "ibv_create_cq", errno, "%s", strerror(errno));
+        goto report;
+    }
+    {
+        struct ibv_qp_init_attr qa;
+        memset(&qa, 0, sizeof(qa));
+        qa.send_cq = cq;
+        qa.recv_cq = cq;
+        qa.qp_type = IBV_QPT_RC;
+        qa.sq_sig_all = 0;
+        qa.cap.max_send_wr = (uint32_t)opt.depth;
+        qa.cap.max_recv_wr = 1;
+        qa.cap.max_send_sge = 1;
+        qa.cap.max_recv_sge = 1;
+        if (!(qp = ibv_create_qp(pd, &qa))) {
+            fail("verbs_error", "ibv_create_qp", errno, "%s", strerror(errno));
+            goto report;
+        }
+    }
+    if (!(src_buf = host_alloc(opt.size)) || !(check_buf = host_alloc(opt.size))) {
+        fail("host_memory", "alloc", ENOMEM, "cannot allocate %zu bytes of host memory", opt.size);
+        goto report;
+    }
+    fill(src_buf, opt.size, 1);
+    if (!(src_mr = ibv_reg_mr(pd, src_buf, opt.size, IBV_ACCESS_LOCAL_WRITE))) {
+        reg_fail("ibv_reg_mr_host", "registering the host source buffer");
+        goto report;
+    }
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    if (!gpu_mode) {
+        if (!(dst_host = host_alloc(alloc))) {
+            fail("host_memory", "alloc", ENOMEM, "cannot allocate %zu bytes of host memory", alloc);
+            goto report;
+        }
+        fill(dst_host, opt.size, 0);
+        if (!(dst_mr = ibv_reg_mr(pd, dst_host, alloc, access))) {
+            reg_fail("ibv_reg_mr_host", "registering the host destination buffer");
+            goto report;
+        }
+        raddr = (uintptr_t)dst_host;
+    } else {
+        CUresult r;
+        fill(check_buf, opt.size, 0);
+        if ((r = cu.MemcpyHtoD(dptr, check_buf, opt.size))) {
+            fail("cuda_error", "fill_a", 0, "%s", cuerr(r));
+            goto report;
+        }
+        if (!strcmp(opt.mode, "cuda_peermem")) {
+            dst_mr = ibv_reg_mr(pd, (void *)(uintptr_t)dptr, alloc, access);
+            if (!dst_mr) {
+                int e = errno;
+                if (e == ENOMEM)
+                    reg_fail("ibv_reg_mr_gpu", "ibv_reg_mr on cuMemAlloc memory");
+                else
+                    fail("peermem_not_loaded", "ibv_reg_mr_gpu", e,
+                         "ibv_reg_mr on GPU memory failed: %s (no peer-memory client: nvidia_peermem not loaded, "
+                         "or built without MLNX_OFED peer-memory support)", strerror(e));
+                goto report;
+            }
+        } else {
+            reg_dmabuf_fn reg_dmabuf = (reg_dmabuf_fn)dlsym(RTLD_DEFAULT, "ibv_reg_dmabuf_mr");
+            if (!reg_dmabuf) {
+                fail("dmabuf_unsupported", "ibv_reg_dmabuf_mr", 0, "libibverbs has no ibv_reg_dmabuf_mr (rdma-core < 34)");
+                goto report;
+            }
+            if (export_dmabuf(alloc))
+                goto report;
+            dst_mr = reg_dmabuf(pd, 0, alloc, (uint64_t)dptr, dmabuf_fd, access);
+            if (!dst_mr) {
+                int e = errno;
+                if (e == ENOMEM)
+                    reg_fail("ibv_reg_dmabuf_mr", "ibv_reg_dmabuf_mr on the GPU dma-buf");
+                else
+                    fail("dmabuf_unsupported", "ibv_reg_dmabuf_mr", e,
+                         "ibv_reg_dmabuf_mr failed: %s (the RDMA driver or kernel cannot import dma-buf)", strerror(e));
+                goto report;
+            }
+        }
+        raddr = (uint64_t)dptr;
+    }
+    if (connect_self(&pa, &gid))
+        goto report;
+
+    /* 1. correctness: one write of B over A, completion, copy back, compare */
+    if (post_write(src_buf, src_mr->lkey, raddr, dst_mr->rkey, opt.size, 1, 1) || wait_one("write_correctness"))
+        goto report;
+    {
+        size_t off = opt.size / 2 + (opt.size > 1 ? 1 : 0);
+        if (off >= opt.size)
+            off = opt.size - 1;
+        if (opt.corrupt) {   /* flip one bit of one destination byte after the transfer */
+            if (gpu_mode)
+                cu.MemsetD8(dptr + off, (unsigned char)(pat_b(off) ^ 1), 1);
+            else
+                dst_host[off] ^= 1;
+        }
+    }
+    if (gpu_mode) {
+        CUresult r = cu.MemcpyDtoH(check_buf, dptr, opt.size);   /* never a CPU mapping */
+        if (r) {
+            fail("cuda_error", "copy_back", 0, "cuMemcpyDtoH: %s", cuerr(r));
+            goto report;
+        }
+        compare(check_buf, opt.size, &cmpres);
+    } else {
+        compare(dst_host, opt.size, &cmpres);
+    }
+    if (cmpres.mismatches) {
+        fail(cmpres.old_pattern == cmpres.mismatches ? "pattern_not_overwritten" : "data_mismatch", "compare", 0,
+             "%zu of %zu bytes differ, first at offset %lld (got 0x%02x, sent 0x%02x); %zu still hold the old pattern",
+             cmpres.mismatches, cmpres.compared, cmpres.first, cmpres.got, cmpres.expected, cmpres.old_pattern);
+        goto report;
+    }
+
+    /* 2. bandwidth: iters writes of size, depth outstanding, signal every cq_mod */
+    {
+        struct ibv_wc wc[16];
+        long posted = 0, completed = 0;
+        int cq_mod = opt.depth >= 2 ? opt.depth / 2 : 1;
+        if (cq_mod > 64)
+            cq_mod = 64;
+        double t0 = now_s(), deadline = t0 + opt.timeout;
+        while (completed < opt.iters) {
+            while (posted < opt.iters && posted - completed < opt.depth) {
+                int sig = ((posted + 1) % cq_mod == 0) || posted + 1 == opt.iters;
+                if (post_write(src_buf, src_mr->lkey, raddr, dst_mr->rkey, opt.size, (uint64_t)(posted + 1), sig))
+                    goto report;
+                posted++;
+            }
+            int n = ibv_poll_cq(cq, 16, wc);
+            if (n < 0) {
+                fail("verbs_error", "ibv_poll_cq", 0, "ibv_poll_cq failed");
+                goto report;
+            }
+            for (int i = 0; i < n; i++) {
+                if (wc[i].status != IBV_WC_SUCCESS) {
+                    fail("completion_error", "write_bandwidth", 0, "work completion status %d: %s (vendor_err 0x%x)",
+                         wc[i].status, ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+                    goto report;
+                }
+                completed = (long)wc[i].wr_id;
+            }
+            if (n == 0 && now_s() > deadline) {
+                fail("completion_timeout", "write_bandwidth", 0, "%ld of %ld writes completed within %.0f s",
+                     completed, opt.iters, opt.timeout);
+                goto report;
+            }
+        }
+        elapsed = now_s() - t0;
+        bw = opt.size * (double)opt.iters * 8 / elapsed / 1e9;
+    }
+
+    /* 3. staged path (GPU modes): RDMA WRITE into host memory, then cuMemcpyHtoD */
+    if (gpu_mode && opt.staged) {
+        CUresult r;
+        if (!(stage_buf = host_alloc(opt.size))) {
+            fail("host_memory", "alloc", ENOMEM, "cannot allocate the staging buffer");
+            goto report;
+        }
+        memset(stage_buf, 0, opt.size);
+        if (cu.MemHostRegister && cu.MemHostRegister(stage_buf, round_up(opt.size, 4096), CU_MEMHOSTREGISTER_PORTABLE) == 0)
+            stage_cuda_registered = 1;
+        if (!(stage_mr = ibv_reg_mr(pd, stage_buf, opt.size, access))) {
+            reg_fail("ibv_reg_mr_host", "registering the staging buffer");
+            goto report;
+        }
+        double t0 = now_s();
+        for (long i = 0; i < opt.iters; i++) {
+            if (post_write(src_buf, src_mr->lkey, (uintptr_t)stage_buf, stage_mr->rkey, opt.size, 1, 1) ||
+                wait_one("write_staged"))
+                goto report;
+            if ((r = cu.MemcpyHtoD(dptr, stage_buf, opt.size))) {
+                fail("cuda_error", "staged_h2d", 0, "cuMemcpyHtoD: %s", cuerr(r));
+                goto report;
+            }
+        }
+        staged_bw = opt.size * (double)opt.iters * 8 / (now_s() - t0) / 1e9;
+    }
+
+report:
+    jstr("mode", opt.mode);
+    jstr("device", opt.device);
+    jint("port", opt.port);
+    jstr("link_layer", link_layer);
+    jstr("port_state", port_state);
+    jint("gid_index", opt.gid_index);
+    jint("active_mtu", pa.active_mtu ? 128 << pa.active_mtu : 0);
+    jstr("gpu", opt.gpu);
+    jstr("gpu_name", name[0] ? name : NULL);
+    if (gpu_mode) {
+        jint("cuda_driver_version", drv);
+        jint("dmabuf_supported_attr", dmabuf_attr);
+        jint("gpudirect_rdma_supported_attr", gdr_attr);
+        jint("gpu_free_bytes", (long long)free_b);
+        jint("sync_memops", dptr != 0);
+    }
+    jint("size", (long long)opt.size);
+    jint("iterations", opt.iters);
+    jint("depth", opt.depth);
+    jint("bytes_compared", (long long)cmpres.compared);
+    jint("mismatches", (long long)cmpres.mismatches);
+    jint("old_pattern_bytes", (long long)cmpres.old_pattern);
+    if (cmpres.mismatches) {
+        jint("first_mismatch", cmpres.first);
+        jint("first_mismatch_got", cmpres.got);
+        jint("first_mismatch_expected", cmpres.expected);
+    }
+    jdbl("bandwidth_gbps", bw);
+    jdbl("elapsed_s", elapsed);
+    jdbl("staged_bandwidth_gbps", staged_bw);
+done:
+    jint("ok", err_code == NULL);
+    jstr("error", err_code);
+    jstr("stage", err_code ? err_stage : NULL);
+    jint("errno", err_errno);
+    jstr("detail", err_code ? err_detail : NULL);
+    jraw("}");
+    cleanup();
+    fflush(stderr);
+    printf("%s\n", out);
+    fflush(stdout);
+    return err_code ? 1 : 0;
+}
+'''
+
+
+class LoopbackError(Exception):
+    """A failure with a diagnosis code; ``extra`` goes into the module result."""
+
+    def __init__(self, code, message, **extra):
+        super(LoopbackError, self).__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def helper_digest(source=None):
+    """sha256 of the helper source and its build flags: the cache key."""
+    digest = hashlib.sha256()
+    digest.update((source or HELPER_SOURCE).encode("utf-8"))
+    digest.update(("\0" + " ".join(COMPILE_FLAGS + LINK_FLAGS)).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def helper_paths(helper_dir, source=None):
+    """(directory, source file, binary) of the cached helper."""
+    directory = os.path.join(helper_dir, helper_digest(source))
+    return directory, os.path.join(directory, HELPER_NAME + ".c"), os.path.join(directory, HELPER_NAME)
+
+
+def build_command(cc, source_path, output_path):
+    return [cc] + COMPILE_FLAGS + ["-o", output_path, source_path] + LINK_FLAGS
+
+
+def build_failure_hint(stderr):
+    """What to install when the helper does not compile."""
+    text = stderr or ""
+    if "infiniband/verbs.h" in text or "-libverbs" in text or "cannot find -libverbs" in text:
+        return ("the libibverbs development files are missing: install libibverbs-dev (Debian/Ubuntu) or "
+                "rdma-core-devel (RHEL family); with MLNX_OFED/DOCA-OFED they come with the "
+                "libibverbs-dev / rdma-core-devel package of that stack")
+    if "stdio.h" in text or "stdlib.h" in text:
+        return "the C library headers are missing: install libc6-dev / build-essential (Debian) or glibc-devel (RHEL)"
+    return "the compiler output above says what failed"
+
+
+# ---------------------------------------------------------------------------
+# inventory: from facts, or a small live scan of sysfs
+# ---------------------------------------------------------------------------
+
+def unwrap_facts(facts):
+    """Accept ansible_facts.gpudirect, or a dict holding it under ``gpudirect``."""
+    if not facts:
+        return None
+    if not isinstance(facts, dict):
+        raise LoopbackError("bad_input", "facts must be the ansible_facts.gpudirect dictionary")
+    if "gpudirect" in facts and isinstance(facts["gpudirect"], dict):
+        facts = facts["gpudirect"]
+    if "ansible_facts" in facts and isinstance(facts["ansible_facts"], dict):
+        facts = facts["ansible_facts"].get("gpudirect") or {}
+    if "rdma_devices" not in facts or "gpus" not in facts:
+        raise LoopbackError("bad_input", "facts has no rdma_devices/gpus: pass ansible_facts.gpudirect "
+                                         "as gathered by the gpudirect_facts module")
+    return facts
+
+
+def _state_name(text):
+    if not text:
+        return None
+    return text.split(":", 1)[-1].strip()
+
+
+def scan_port(root, name, port):
+    """Live state of one port from sysfs, or None when the port does not exist."""
+    pdir = root_path(root, "sys/class/infiniband", name, "ports", str(port))
+    if not os.path.isdir(pdir):
+        return None
+    rate = read_text(os.path.join(pdir, "rate"))
+    match = re.match(r"\s*([0-9.]+)\s*Gb/sec", rate or "")
+    return {
+        "state": _state_name(read_text(os.path.join(pdir, "state"))),
+        "phys_state": _state_name(read_text(os.path.join(pdir, "phys_state"))),
+        "link_layer": read_text(os.path.join(pdir, "link_layer")),
+        "rate": rate,
+        "rate_gbps": float(match.group(1)) if match else None,
+        "netdev": read_text(os.path.join(pdir, "gid_attrs", "ndevs", "0")) or None,
+    }
+
+
+def scan_rdma_devices(root="/"):
+    """RDMA devices from /sys/class/infiniband, shaped like the facts' rdma_devices."""
+    base = root_path(root, "sys/class/infiniband")
+    try:
+        names = sorted(os.listdir(base))
+    except (IOError, OSError):
+        return []
+    devices = []
+    for name in names:
+        devdir = os.path.join(base, name)
+        parent = read_text(os.path.join(devdir, "parent"))
+        if os.path.lexists(os.path.join(devdir, "device")):
+            kind, address = "hca", pci_address_of(root, os.path.join(devdir, "device"))
+        elif parent:
+            kind = "soft-roce" if not name.startswith("siw") else "soft-iwarp"
+            address = pci_address_of(root, root_path(root, "sys/class/net", parent, "device"))
+        else:
+            kind, address = "unknown", None
+        ports = {}
+        try:
+            port_names = sorted(os.listdir(os.path.join(devdir, "ports")), key=lambda p: int(p) if p.isdigit() else 0)
+        except (IOError, OSError):
+            port_names = []
+        for num in port_names:
+            ports[num] = scan_port(root, name, num)
+        devices.append({"name": name, "kind": kind, "pci_address": address, "parent_netdev": parent, "ports": ports})
+    return devices
+
+
+def scan_gpus(root="/"):
+    """NVIDIA display/3D controllers from /sys/bus/pci/devices."""
+    base = root_path(root, "sys/bus/pci/devices")
+    try:
+        names = os.listdir(base)
+    except (IOError, OSError):
+        return []
+    gpus = []
+    for name in sorted(names, key=pci_address_key):
+        vendor = read_text(os.path.join(base, name, "vendor"))
+        klass = read_text(os.path.join(base, name, "class")) or ""
+        if vendor == "0x10de" and (klass.startswith("0x0300") or klass.startswith("0x0302")):
+            gpus.append({"address": name.lower(), "ordinal": len(gpus)})
+    return gpus
+
+
+def facts_summary(facts, devices, gpus):
+    """What the module saw, for failure messages."""
+    summary = {
+        "rdma_devices": [{"name": d.get("name"), "pci_address": d.get("pci_address"), "kind": d.get("kind"),
+                          "ports": {p: (v or {}).get("state") for p, v in (d.get("ports") or {}).items()}}
+                         for d in devices],
+        "gpus": [g.get("address") for g in gpus],
+        "source": "facts" if facts else "sysfs",
+    }
+    if facts:
+        summary["pairs"] = [{"gpu_address": p.get("gpu_address"), "nic": p.get("nic"), "distance": p.get("distance")}
+                            for p in facts.get("pairs") or []]
+        for key in ("peermem", "dmabuf", "memlock", "unbound_mellanox_functions"):
+            if key in facts:
+                summary[key] = facts[key]
+    return summary
+
+
+# ---------------------------------------------------------------------------
+# selection
+# ---------------------------------------------------------------------------
+
+def _names(devices):
+    return ", ".join("%s (%s)" % (d["name"], d.get("pci_address") or "no PCI function") for d in devices) or "none"
+
+
+def _norm_pci(text):
+    """normalize_pci_address, also for the short bus:device.function form (domain 0000)."""
+    text = (text or "").strip()
+    if re.match(r"^[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$", text):
+        text = "0000:" + text
+    return normalize_pci_address(text)
+
+
+def find_rdma_device(devices, wanted):
+    """By name (mlx5_0, rxe0) or by PCI address; never by position."""
+    by_name = [d for d in devices if d.get("name") == wanted]
+    if by_name:
+        return by_name[0]
+    address = _norm_pci(wanted)
+    by_pci = [d for d in devices if address and d.get("pci_address") == address]
+    if len(by_pci) == 1:
+        return by_pci[0]
+    if len(by_pci) > 1:
+        raise LoopbackError("unknown_rdma_device", "PCI address %s holds several RDMA devices (%s): name one "
+                                                   "with rdma_device" % (wanted, _names(by_pci)))
+    raise LoopbackError("unknown_rdma_device", "no RDMA device %s on this node; present: %s" % (wanted, _names(devices)))
+
+
+def find_gpu(gpus, wanted):
+    address = _norm_pci(wanted)
+    if address is None:
+        raise LoopbackError("unknown_gpu", "gpu must be a PCI address such as 0000:1b:00.0 (never an index); "
+                                           "got %r; present: %s" % (wanted, ", ".join(g["address"] for g in gpus) or "none"))
+    for gpu in gpus:
+        if gpu.get("address") == address:
+            return gpu
+    raise LoopbackError("unknown_gpu", "no GPU at %s on this node; present: %s"
+                        % (address, ", ".join(g["address"] for g in gpus) or "none"))
+
+
+def port_active(device, port="1"):
+    return ((device.get("ports") or {}).get(str(port)) or {}).get("state", "").upper() == "ACTIVE"
+
+
+def pair_key(pair, devices_by_name, port):
+    device = devices_by_name.get(pair.get("nic")) or {}
+    return (0 if port_active(device, port) else 1, DISTANCE_RANK.get(pair.get("distance"), 9),
+            1 if pair.get("acs_redirect") else 0, pci_address_key(pair.get("gpu_address")), pair.get("nic") or "")
+
+
+def select_devices(devices, gpus, pairs, mode, rdma_device=None, gpu=None, port=1):
+    """Choose (rdma device, gpu or None, pair or None, reason). ``mode`` is resolved
+    (host/cuda_*/selftest). Topology decides when a name is not given; a bare
+    index is never used."""
+    need_gpu = mode in GPU_MODES or mode == "selftest"
+    chosen_gpu = find_gpu(gpus, gpu) if gpu else None
+    if mode == "selftest":
+        if chosen_gpu is None:
+            if len(gpus) != 1:
+                raise LoopbackError("unknown_gpu", "%s GPUs present (%s): name one with gpu (PCI address)"
+                                    % (len(gpus), ", ".join(g["address"] for g in gpus) or "none"))
+            chosen_gpu = gpus[0]
+        return None, chosen_gpu, None, "selftest: the only GPU" if not gpu else "selftest: named GPU"
+    if not devices:
+        raise LoopbackError("no_rdma_device", "no RDMA device on this node")
+    chosen_dev = find_rdma_device(devices, rdma_device) if rdma_device else None
+    if need_gpu and not gpus:
+        raise LoopbackError("no_gpu", "mode %s needs a GPU and the node has none (RDMA devices: %s)"
+                            % (mode, _names(devices)))
+    by_name = dict((d["name"], d) for d in devices)
+    if not need_gpu:
+        if chosen_dev:
+            return chosen_dev, None, None, "named rdma_device"
+        active = [d for d in devices if port_active(d, port)]
+        if len(devices) == 1:
+            return devices[0], None, None, "the only RDMA device"
+        if len(active) == 1:
+            return active[0], None, None, "the only RDMA device with port %s ACTIVE" % port
+        raise LoopbackError("unknown_rdma_device", "several RDMA devices (%s): name one with rdma_device"
+                            % _names(devices))
+    candidates = [p for p in pairs or [] if p.get("nic") in by_name
+                  and (chosen_dev is None or p.get("nic") == chosen_dev["name"])
+                  and (chosen_gpu is None or p.get("gpu_address") == chosen_gpu["address"])]
+    if candidates:
+        best = sorted(candidates, key=lambda p: pair_key(p, by_name, port))[0]
+        dev = chosen_dev or by_name[best["nic"]]
+        the_gpu = chosen_gpu or find_gpu(gpus, best["gpu_address"])
+        if chosen_dev and chosen_gpu:
+            reason = "named rdma_device and gpu"
+        else:
+            reason = "closest pair by topology (%s%s) among %d" % (
+                best.get("distance"), "" if port_active(dev, port) else ", port not ACTIVE", len(candidates))
+        return dev, the_gpu, best, reason
+    # no topology pair (no facts, or a device without PCI function): only explicit or unique choices
+    if chosen_dev is None:
+        if len(devices) != 1:
+            raise LoopbackError("unknown_rdma_device", "no GPU/NIC topology to choose from (pass facts from "
+                                "gpudirect_facts) and several RDMA devices (%s): name one with rdma_device"
+                                % _names(devices))
+        chosen_dev = devices[0]
+    if chosen_gpu is None:
+        if len(gpus) != 1:
+            raise LoopbackError("unknown_gpu", "no GPU/NIC topology to choose from and %d GPUs (%s): name one "
+                                "with gpu" % (len(gpus), ", ".join(g["address"] for g in gpus)))
+        chosen_gpu = gpus[0]
+    return chosen_dev, chosen_gpu, None, "explicit or only devices (no topology pair known)"
+
+
+def resolve_mode(mode, facts, gpus, root="/"):
+    """``auto`` -> what the node supports: cuda_dmabuf, else cuda_peermem, else host."""
+    if mode != "auto":
+        return mode, "requested"
+    if not gpus:
+        return "host", "auto: no GPU"
+    if facts:
+        dmabuf = facts.get("dmabuf") or {}
+        peermem = facts.get("peermem") or {}
+        if dmabuf.get("kernel_ok") and dmabuf.get("open_module"):
+            return "cuda_dmabuf", "auto: dma-buf (open NVIDIA module, kernel support)"
+        if peermem.get("nvidia_peermem") or peermem.get("nv_peer_mem"):
+            return "cuda_peermem", "auto: peer-memory module loaded"
+        return "host", "auto: neither dma-buf nor a peer-memory module available; host memory only"
+    if "Open Kernel Module" in (read_text(root_path(root, "proc/driver/nvidia/version")) or ""):
+        return "cuda_dmabuf", "auto: open NVIDIA module (sysfs)"
+    if os.path.isdir(root_path(root, "sys/module/nvidia_peermem")):
+        return "cuda_peermem", "auto: nvidia_peermem loaded (sysfs)"
+    return "host", "auto: no GPU memory path found; host memory only"
+
+
+def check_mode_supported(mode, facts):
+    """Fail early, from facts, when the node cannot do the requested GPU mode."""
+    if not facts:
+        return
+    if mode == "cuda_dmabuf":
+        dmabuf = facts.get("dmabuf") or {}
+        if dmabuf.get("kernel_ok") is False or dmabuf.get("open_module") is False:
+            raise LoopbackError("dmabuf_unsupported", "the facts say this node cannot export GPU memory as dma-buf "
+                                "(kernel_ok=%s, open_module=%s)" % (dmabuf.get("kernel_ok"), dmabuf.get("open_module")))
+    if mode == "cuda_peermem":
+        peermem = facts.get("peermem") or {}
+        if not (peermem.get("nvidia_peermem") or peermem.get("nv_peer_mem")):
+            raise LoopbackError("peermem_not_loaded", "the facts say no peer-memory module is loaded "
+                                "(nvidia_peermem=%s, nv_peer_mem=%s)" % (peermem.get("nvidia_peermem"),
+                                                                          peermem.get("nv_peer_mem")))
+
+
+# ---------------------------------------------------------------------------
+# RoCE GID, link rates
+# ---------------------------------------------------------------------------
+
+IPV4_MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}$")
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+def gid_table(root, name, port):
+    """[(index, type, gid)] of the populated GIDs of a port, by numeric index."""
+    pdir = root_path(root, "sys/class/infiniband", name, "ports", str(port))
+    try:
+        entries = os.listdir(os.path.join(pdir, "gid_attrs", "types"))
+    except (IOError, OSError):
+        entries = []
+    table = []
+    for entry in sorted((e for e in entries if e.isdigit()), key=int):
+        gid = (read_text(os.path.join(pdir, "gids", entry)) or "").lower()
+        gid_type = read_text(os.path.join(pdir, "gid_attrs", "types", entry))
+        if not gid or gid == ZERO_GID or not gid_type:
+            continue
+        table.append((int(entry), gid_type, gid))
+    return table
+
+
+def pick_gid_index(table):
+    """RoCE v2 with an IPv4-mapped GID first, then any RoCE v2, then any RoCE (v1)."""
+    for want in (lambda t, g: "v2" in t and IPV4_MAPPED.match(g), lambda t, g: "v2" in t, lambda t, g: True):
+        for index, gid_type, gid in table:
+            if want(gid_type, gid):
+                return index, gid_type, gid
+    return None
+
+
+def pcie_gbps(speed_gts, width):
+    """Data rate of a PCIe link after line encoding (8b/10b up to 5 GT/s, 128b/130b above)."""
+    if not speed_gts or not width:
+        return None
+    return round(speed_gts * width * (0.8 if speed_gts <= 5.0 else 128.0 / 130.0), 2)
+
+
+def live_pci_link(root, address):
+    if not address:
+        return None
+    base = root_path(root, "sys/bus/pci/devices", address)
+    speed = parse_link_speed(read_text(os.path.join(base, "current_link_speed")))
+    width = parse_link_width(read_text(os.path.join(base, "current_link_width")))
+    return pcie_gbps(speed, width)
+
+
+def path_warnings(pair):
+    """Warnings about the GPU<->NIC path of the chosen pair."""
+    warnings = []
+    if not pair:
+        return warnings
+    distance = pair.get("distance")
+    if distance in ("PHB", "NODE", "SYS"):
+        warnings.append("GPU %s and %s are %s apart: peer-to-peer traffic crosses %s, where GPUDirect RDMA is "
+                        "slow or unsupported; prefer a GPU and NIC under one PCIe switch (PIX/PXB)"
+                        % (pair.get("gpu_address"), pair.get("nic"), distance,
+                           {"PHB": "the host bridge", "NODE": "the host bridges of one NUMA node",
+                            "SYS": "the inter-socket link"}[distance]))
+    redirecting = [a for a in pair.get("acs") or [] if a.get("p2p_redirect")]
+    if redirecting or pair.get("acs_redirect"):
+        warnings.append("ACS redirects peer-to-peer requests on the path (%s): GPU<->NIC traffic detours through "
+                        "the root complex (slow, or blocked by the IOMMU); clear it with the pcie_acs role"
+                        % ", ".join("%s %s" % (a.get("address"), "/".join(a.get("enabled_bits") or []))
+                                    for a in redirecting) or "bridges not named")
+    return warnings
+
+
+# ---------------------------------------------------------------------------
+# helper output and diagnoses
+# ---------------------------------------------------------------------------
+
+def parse_helper_output(stdout):
+    """The helper's JSON object: the last stdout line that parses as a JSON object."""
+    for line in reversed((stdout or "").strip().splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "ok" in data:
+            return data
+    raise ValueError("the helper printed no JSON result line")
+
+
+DIAGNOSES = {
+    "no_rdma_device": (
+        "No RDMA device on this node, so there is no NIC to move data through.",
+        "Attach an RDMA NIC and load its driver (mlx5_core from DOCA-OFED/MLNX_OFED or inbox rdma-core; "
+        "unbound Mellanox functions are listed in facts_seen); for a test node use soft-RoCE "
+        "(modprobe rdma_rxe; rdma link add rxe0 type rxe netdev <if>); to prove only the CUDA half set "
+        "selftest_gpu_only: true."),
+    "unknown_rdma_device": (
+        "The RDMA device asked for is not on this node.",
+        "Name one of the devices listed (rdma_device: name or PCI address), or pass facts and leave it out "
+        "to choose by topology."),
+    "unknown_gpu": (
+        "The GPU asked for is not on this node, or none can be chosen.",
+        "Name a GPU by PCI address (gpu: 0000:1b:00.0), or pass facts and leave it out."),
+    "no_gpu": (
+        "A GPU memory mode was asked for on a node without an NVIDIA GPU.",
+        "Use mode: host, or run on a GPU node."),
+    "port_down": (
+        "The RDMA port is not ACTIVE, so no packet can leave it.",
+        "Check the cable/transceiver and switch port (ibstat, ip link); on InfiniBand a subnet manager must run "
+        "(opensm or the switch's); on RoCE the netdev must be up; or choose another port/device."),
+    "no_gid": (
+        "The RoCE port has no usable GID, so a RoCE packet cannot be addressed.",
+        "Give the port's netdev an IP address (RoCE v2 GIDs come from it) or set gid_index."),
+    "peermem_not_loaded": (
+        "ibv_reg_mr rejected GPU memory (EFAULT/EINVAL): no peer-memory client turned the cuMemAlloc address "
+        "into pages the NIC can reach.",
+        "Load nvidia_peermem (gpudirect_peermem role; it must be built against the OFED that is installed, "
+        "and loaded after it), or use mode: cuda_dmabuf on an open NVIDIA module with a dma-buf capable kernel."),
+    "dmabuf_unsupported": (
+        "GPU memory could not be shared with the NIC as a dma-buf.",
+        "dma-buf needs the open NVIDIA kernel module (driver >= 515), kernel >= 5.12 with CONFIG_DMA_SHARED_BUFFER, "
+        "rdma-core >= 34 (ibv_reg_dmabuf_mr) and an RDMA driver that imports dma-buf (mlx5; soft-RoCE does "
+        "not); otherwise use mode: cuda_peermem."),
+    "memlock_too_low": (
+        "Registering memory failed with ENOMEM: the locked-memory limit (or the pinnable memory) is too small "
+        "for the buffers.",
+        "Run with become (root has CAP_IPC_LOCK), raise memlock in /etc/security/limits.d for the user, or "
+        "lower size."),
+    "pattern_not_overwritten": (
+        "The NIC reported success, but the destination still holds the pattern written before the transfer: "
+        "the data went somewhere else, silently.",
+        "Typical causes: device/port/GID not the ones that were meant (never pick by index), a GPU mapping that "
+        "does not point at the allocation (stale or mismatched peer-memory module), reading GPU memory through "
+        "a CPU mapping instead of cuMemcpyDtoH (stale caches), ACS redirecting peer traffic. Check the "
+        "selection and the path warnings."),
+    "data_mismatch": (
+        "The destination differs from what was sent (and from what was there before).",
+        "Data was corrupted on the path: check PCIe AER errors (dmesg), the NIC firmware, ACS/IOMMU settings "
+        "on the path, and repeat with a smaller size to bound it."),
+    "completion_error": (
+        "The RDMA WRITE completed with an error status.",
+        "Retry exceeded: the port cannot reach itself (GID/route, RoCE netdev down, MTU); remote access error: "
+        "the memory registration is wrong (peer memory not really mapped); local protection: source buffer."),
+    "completion_timeout": (
+        "The RDMA WRITE did not complete in time.",
+        "Check the port state and fabric (ibstat, rdma link), and the kernel log for NIC errors."),
+    "cuda_unavailable": (
+        "libcuda.so.1 (the NVIDIA user-space driver) cannot be loaded.",
+        "Install the NVIDIA driver (nvidia_driver role) with its user-space libraries."),
+    "cuda_error": (
+        "A CUDA driver API call failed.",
+        "Check nvidia-smi and the kernel log (Xid), and that no other process holds the GPU exclusively."),
+    "size_exceeds_gpu_memory": (
+        "size is larger than the free memory of the GPU.",
+        "Lower size."),
+    "bad_input": (
+        "The arguments cannot be used.",
+        "Fix the option named in the message."),
+    "verbs_error": (
+        "A verbs call failed.",
+        "The stage and errno say which; check the RDMA driver in the kernel log."),
+    "host_memory": (
+        "Host memory for the buffers could not be allocated.",
+        "Lower size."),
+    "helper_build_failed": (
+        "The loopback helper could not be compiled on the node.",
+        "Install the C compiler and the libibverbs development files (build-essential + libibverbs-dev on "
+        "Debian/Ubuntu; gcc + rdma-core-devel on the RHEL family)."),
+    "helper_output_malformed": (
+        "The loopback helper did not print its JSON result.",
+        "Run the helper by hand (helper_path, arguments in command) and look at stderr; it may have crashed."),
+    "bandwidth_below_minimum": (
+        "The data arrived intact, but the bandwidth is below min_ratio_port of the port rate.",
+        "Check the path warnings (distance, ACS), the PCIe link width/speed of GPU and NIC, and the port rate."),
+}
+
+
+def diagnose(code, detail=None, related=None):
+    """{code, message, fix, related} for a failure code."""
+    summary, fix = DIAGNOSES.get(code, ("The loopback test failed (%s)." % code, "See detail."))
+    message = summary if not detail else "%s %s" % (summary, detail)
+    return {"code": code, "message": message, "fix": fix, "related": list(related or [])}
