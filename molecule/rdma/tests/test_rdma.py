@@ -97,3 +97,27 @@ def test_acs_cleared_on_included_root_port(host, root_port):
         pytest.skip(f"{root_port} is not in pcie_acs_include with pcie_acs_state disabled")
     ctl = host.check_output("setpci -s %s ECAP_ACS+0x6.w", root_port)
     assert ctl == "0000", f"ACS Control on {root_port} is {ctl}, expected cleared"
+
+
+def test_ofed_stack_installed_at_the_wanted_version_and_held(host):
+    """mlnx_ofed installed the DOCA profile from the (stand-in) mirror and holds it."""
+    assert host.check_output("ofed_info -s").startswith("OFED-internal-24.10-1.1.4")
+    held = host.check_output("apt-mark showhold").split()
+    assert "doca-ofed" in held and "mlnx-ofed-kernel-dkms" in held
+
+
+def test_nvidia_peermem_loaded_for_the_running_kernel_and_linked_against_ofed(host):
+    """Loaded (checked through /sys/module, as the role does) and built against
+    OFED's peer-memory symbols, so it survives the reboot between verifies."""
+    kernel = host.check_output("uname -r")
+    assert host.file("/sys/module/nvidia_peermem").is_directory
+    assert host.file("/sys/module/nvidia").is_directory
+    depends = host.check_output("modinfo -k %s -F depends nvidia_peermem", kernel).split(",")
+    assert "ib_peer_mem" in depends, depends
+    status = host.check_output("dkms status -k %s", kernel)
+    assert "installed" in status and "nvidia" in status
+
+
+def test_driver_services_enabled(host):
+    assert host.service("nvidia-persistenced").is_enabled
+    assert host.service("nvidia-persistenced").is_running
