@@ -8,9 +8,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # podman + runc + debootstrap: container test nodes; qemu + e2fsprogs: VM test
 # nodes; gnupg + dpkg-dev + apt-utils: the stand-in vendor repository;
-# openssh-client: Ansible's ssh connection to VMs.
+# openssh-client: Ansible's ssh connection to VMs; libibverbs-dev + gcc: the unit
+# tests compile and link the loopback module's C helper.
 DEB_PACKAGES=(podman runc debootstrap qemu-system-x86 qemu-utils e2fsprogs pciutils
-              gnupg dpkg-dev apt-utils openssh-client python3-venv uidmap slirp4netns)
+              gnupg dpkg-dev apt-utils openssh-client python3-venv uidmap slirp4netns
+              libibverbs-dev gcc)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
