@@ -129,7 +129,7 @@ def _fmt_link(link):
 def gpudirect_preflight_report(facts, host="", max_distance="SYS"):
     """Render the facts as a list of lines: one readable table per host."""
     facts = facts or {}
-    lines = ["GPUDirect preflight: %s" % host if host else "GPUDirect preflight"]
+    lines = ["GPUDirect RDMA: %s" % host if host else "GPUDirect RDMA"]
 
     kernel = facts.get("kernel") or {}
     lines.append("  kernel     running %s, default boot %s%s" % (

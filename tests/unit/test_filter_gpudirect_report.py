@@ -105,7 +105,7 @@ def test_unbound_mellanox_memlock_reboot_and_oops():
 def test_report_table_lists_pairs_closest_first_with_acs():
     lines = report.gpudirect_preflight_report(facts(), "node1")
     text = "\n".join(lines)
-    assert lines[0] == "GPUDirect preflight: node1"
+    assert lines[0] == "GPUDirect RDMA: node1"
     assert "nvidia 580.159.04 (open kernel module)" in text
     assert "32.0 GT/s x16 (max 32.0 GT/s x16)" in text
     pix = next(i for i, line in enumerate(lines) if " PIX " in line)
