@@ -113,17 +113,6 @@ def env(tmp_path, monkeypatch):
     return {"root": str(root), "helper_dir": str(tmp_path / "cache")}
 
 
-def run_module(monkeypatch, capsys, args, check_mode=False):
-    module_args = dict(args)
-    if check_mode:
-        module_args["_ansible_check_mode"] = True
-    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode())
-    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    with pytest.raises(SystemExit):
-        gpudirect_loopback.main()
-    return json.loads(capsys.readouterr().out)
-
-
 # ---------------------------------------------------------------------------
 # documentation and argument spec
 # ---------------------------------------------------------------------------
@@ -165,16 +154,16 @@ def test_documentation_matches_argument_spec(monkeypatch):
     ({"tx_depth": 0}, "tx_depth must be >= 1"),
     ({"selftest_gpu_only": True, "rdma_device": "rxe0"}, "leave rdma_device out"),
 ])
-def test_bad_input_fails_before_anything_runs(env, monkeypatch, capsys, args, fragment):
+def test_bad_input_fails_before_anything_runs(env, monkeypatch, args, fragment, run_module):
     node = Node(monkeypatch)
-    result = run_module(monkeypatch, capsys, dict(args, helper_dir=env["helper_dir"], mode="host"))
+    result = run_module(gpudirect_loopback, dict(args, helper_dir=env["helper_dir"], mode="host"))
     assert result["failed"] is True and result["diagnosis"]["code"] == "bad_input"
     assert fragment in result["msg"]
     assert node.calls == [] and not os.path.exists(env["helper_dir"])
 
 
-def test_unknown_mode_rejected_by_argument_spec(env, monkeypatch, capsys):
-    result = run_module(monkeypatch, capsys, {"mode": "cuda_magic"})
+def test_unknown_mode_rejected_by_argument_spec(env, monkeypatch, run_module):
+    result = run_module(gpudirect_loopback, {"mode": "cuda_magic"})
     assert result["failed"] is True and "cuda_magic" in result["msg"]
 
 
@@ -182,10 +171,10 @@ def test_unknown_mode_rejected_by_argument_spec(env, monkeypatch, capsys):
 # device selection
 # ---------------------------------------------------------------------------
 
-def test_h200_without_nic_cuda_dmabuf_fails_no_rdma_device_with_facts(env, monkeypatch, capsys):
+def test_h200_without_nic_cuda_dmabuf_fails_no_rdma_device_with_facts(env, monkeypatch, run_module):
     node = Node(monkeypatch)
     facts = load_facts(H200_FACTS)
-    result = run_module(monkeypatch, capsys, {"mode": "cuda_dmabuf", "facts": facts,
+    result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts,
                                               "helper_dir": env["helper_dir"]})
     assert result["failed"] is True
     assert result["diagnosis"]["code"] == "no_rdma_device"
@@ -197,17 +186,17 @@ def test_h200_without_nic_cuda_dmabuf_fails_no_rdma_device_with_facts(env, monke
     assert node.calls == []
 
 
-def test_h200_full_fact_result_is_accepted_too(env, monkeypatch, capsys):
+def test_h200_full_fact_result_is_accepted_too(env, monkeypatch, run_module):
     Node(monkeypatch)
     with open(H200_FACTS) as handle:
         whole = json.load(handle)
-    result = run_module(monkeypatch, capsys, {"facts": whole, "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"facts": whole, "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "no_rdma_device"
 
 
-def test_no_facts_and_no_sysfs_devices_lists_what_it_saw(env, monkeypatch, capsys):
+def test_no_facts_and_no_sysfs_devices_lists_what_it_saw(env, monkeypatch, run_module):
     Node(monkeypatch)
-    result = run_module(monkeypatch, capsys, {"mode": "host", "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "no_rdma_device"
     assert result["facts_seen"]["source"] == "sysfs" and "no GPU either" in result["msg"]
 
@@ -279,37 +268,37 @@ def test_resolve_mode_auto_from_facts():
     assert lh.resolve_mode("cuda_peermem", h200, h200["gpus"]) == ("cuda_peermem", "requested")
 
 
-def test_mode_the_node_cannot_do_fails_early(env, monkeypatch, capsys):
+def test_mode_the_node_cannot_do_fails_early(env, monkeypatch, run_module):
     node = Node(monkeypatch)
     facts = load_facts(H200_FACTS)
     facts["rdma_devices"] = vm_facts()["rdma_devices"]
     rxe_sysfs(env["root"])
-    result = run_module(monkeypatch, capsys, {"mode": "cuda_peermem", "facts": facts, "rdma_device": "rxe0",
+    result = run_module(gpudirect_loopback, {"mode": "cuda_peermem", "facts": facts, "rdma_device": "rxe0",
                                               "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "peermem_not_loaded" and "nvidia_peermem=False" in result["msg"]
     facts["dmabuf"] = {"kernel_ok": False, "open_module": True}
-    result = run_module(monkeypatch, capsys, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
+    result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
                                               "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "dmabuf_unsupported"
     assert node.calls == []
 
 
-def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, capsys):
+def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, run_module):
     node = Node(monkeypatch)
     facts = load_facts(H200_FACTS)
     facts["rdma_devices"] = vm_facts()["rdma_devices"]
     rxe_sysfs(env["root"])
-    result = run_module(monkeypatch, capsys, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
+    result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
                                               "size": 143771 * (1 << 20) + 1, "helper_dir": env["helper_dir"]})
     assert result["failed"] is True
     assert result["diagnosis"]["code"] in ("size_exceeds_gpu_memory", "bad_input")
     assert node.calls == []
 
 
-def test_port_down_from_live_sysfs(env, monkeypatch, capsys):
+def test_port_down_from_live_sysfs(env, monkeypatch, run_module):
     node = Node(monkeypatch)
     rxe_sysfs(env["root"], state="1: DOWN")
-    result = run_module(monkeypatch, capsys, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "port_down" and "is DOWN" in result["msg"]
     assert node.calls == []
 
@@ -370,11 +359,11 @@ HELPER_ERRORS = [
 
 
 @pytest.mark.parametrize("code,stage,errnum,detail,fix", HELPER_ERRORS)
-def test_helper_error_codes_become_diagnoses(env, monkeypatch, capsys, code, stage, errnum, detail, fix):
+def test_helper_error_codes_become_diagnoses(env, monkeypatch, code, stage, errnum, detail, fix, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch, helper_line(ok=0, error=code, stage=stage, errno=errnum, detail=detail,
                                          bandwidth_gbps=None, mismatches=0))
-    result = run_module(monkeypatch, capsys, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
     assert result["failed"] is True
     assert result["diagnosis"]["code"] == code
     assert detail in result["diagnosis"]["message"] and "stage %s" % stage in result["msg"]
@@ -382,11 +371,11 @@ def test_helper_error_codes_become_diagnoses(env, monkeypatch, capsys, code, sta
     assert len(node.helpers()) == 1
 
 
-def test_pattern_not_overwritten_reports_first_offset(env, monkeypatch, capsys):
+def test_pattern_not_overwritten_reports_first_offset(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     Node(monkeypatch, helper_line(ok=0, error="pattern_not_overwritten", stage="compare", mismatches=65536,
                                   old_pattern_bytes=65536, first_mismatch=0, detail="65536 of 65536 bytes differ"))
-    result = run_module(monkeypatch, capsys, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
     assert result["mismatches"] == 65536 and result["first_mismatch"] == 0
     assert "still holds the pattern written before" in result["msg"]
 
@@ -398,10 +387,10 @@ def test_real_corrupted_vm_run_is_a_mismatch_at_the_flipped_byte():
     assert real["bytes_compared"] == 65536 and "--corrupt" in real["command"]
 
 
-def test_malformed_helper_output_fails_with_rc_and_output(env, monkeypatch, capsys):
+def test_malformed_helper_output_fails_with_rc_and_output(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     Node(monkeypatch, "Segmentation fault (core dumped)\n")
-    result = run_module(monkeypatch, capsys, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "helper_output_malformed"
     assert result["stdout"].startswith("Segmentation fault") and "rc=1" in result["msg"]
 
@@ -410,11 +399,11 @@ def test_malformed_helper_output_fails_with_rc_and_output(env, monkeypatch, caps
 # end to end: build cache, command line, check mode, results
 # ---------------------------------------------------------------------------
 
-def test_build_once_then_cached_and_command_line(env, monkeypatch, capsys):
+def test_build_once_then_cached_and_command_line(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch)
     args = {"mode": "host", "facts": vm_facts(), "size": 65536, "iterations": 200, "helper_dir": env["helper_dir"]}
-    first = run_module(monkeypatch, capsys, args)
+    first = run_module(gpudirect_loopback, args)
     assert first.get("failed") is not True, first
     assert first["changed"] is True and first["helper_built"] is True
     directory = os.path.join(env["helper_dir"], lh.helper_digest())
@@ -431,16 +420,16 @@ def test_build_once_then_cached_and_command_line(env, monkeypatch, capsys):
     assert first["port_rate_gbps"] == 2.5
     assert first["ratio_port"] == round(HELPER_OK["bandwidth_gbps"] / 2.5, 4)
 
-    second = run_module(monkeypatch, capsys, args)
+    second = run_module(gpudirect_loopback, args)
     assert second["changed"] is False and second["helper_built"] is False
     assert len(node.builds()) == 1 and len(node.helpers()) == 2
 
 
-def test_build_failure_says_what_to_install(env, monkeypatch, capsys):
+def test_build_failure_says_what_to_install(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch, build_rc=1,
                 build_stderr="x.c:14:10: fatal error: infiniband/verbs.h: No such file or directory\n")
-    result = run_module(monkeypatch, capsys, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "helper_build_failed"
     assert "libibverbs-dev" in result["msg"] and "rdma-core-devel" in result["msg"]
     assert node.helpers() == []
@@ -448,34 +437,34 @@ def test_build_failure_says_what_to_install(env, monkeypatch, capsys):
     assert [f for f in os.listdir(os.path.dirname(result["helper_path"])) if f.startswith(".build-")] == []
 
 
-def test_no_compiler(env, monkeypatch, capsys):
+def test_no_compiler(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     Node(monkeypatch, cc=None)
-    result = run_module(monkeypatch, capsys, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "helper_build_failed" and "No C compiler" in result["msg"]
 
 
-def test_check_mode_runs_nothing(env, monkeypatch, capsys):
+def test_check_mode_runs_nothing(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch)
     args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "_corrupt_one_byte": True}
-    result = run_module(monkeypatch, capsys, args, check_mode=True)
+    result = run_module(gpudirect_loopback, args, check_mode=True)
     assert node.calls == [] and not os.path.exists(env["helper_dir"])
     assert result["changed"] is True          # it would build the helper
     assert len(result["would_run"]) == 2 and "-libverbs" in result["would_run"][0]
     assert result["would_run"][1][-1] == "--corrupt" and "bytes_compared" not in result
-    run_module(monkeypatch, capsys, dict(args, _corrupt_one_byte=False))   # builds
-    again = run_module(monkeypatch, capsys, args, check_mode=True)
+    run_module(gpudirect_loopback, dict(args, _corrupt_one_byte=False))   # builds
+    again = run_module(gpudirect_loopback, args, check_mode=True)
     assert again["changed"] is False and len(again["would_run"]) == 1
 
 
-def test_gpu_mode_ratios_speedup_and_path_warnings(tmp_path, env, monkeypatch, capsys):
+def test_gpu_mode_ratios_speedup_and_path_warnings(tmp_path, env, monkeypatch, run_module):
     facts = gpudirect_facts.gather_facts(sysfs_tree.gpu_server(tmp_path / "srv").root)
     facts["dmabuf"] = {"kernel_ok": True, "open_module": True, "config_dma_shared_buffer": "y"}
     monkeypatch.setattr(gpudirect_loopback, "ROOT", facts["root"])
     node = Node(monkeypatch, helper_line(mode="cuda_dmabuf", bandwidth_gbps=180.0, staged_bandwidth_gbps=60.0,
                                          gid_index=-1))
-    result = run_module(monkeypatch, capsys, {"mode": "cuda_dmabuf", "facts": facts,
+    result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts,
                                               "helper_dir": env["helper_dir"]})
     assert result.get("failed") is not True, result.get("msg")
     assert result["rdma_device"] == "mlx5_0" and result["gpu"] == sysfs_tree.GPU   # the PIX pair
@@ -485,7 +474,7 @@ def test_gpu_mode_ratios_speedup_and_path_warnings(tmp_path, env, monkeypatch, c
     pair = [p for p in facts["pairs"] if p["nic"] == "mlx5_0"][0]
     assert any("ACS redirects" in w for w in result["path_warnings"]) == bool(pair["acs_redirect"])
     # the far NIC's port is DOWN: naming it fails with port_down before anything runs
-    down = run_module(monkeypatch, capsys, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "mlx5_1",
+    down = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "mlx5_1",
                                             "helper_dir": env["helper_dir"]})
     assert down["diagnosis"]["code"] == "port_down"
     assert any("SYS apart" in w for w in down["diagnosis"]["related"])
@@ -493,20 +482,20 @@ def test_gpu_mode_ratios_speedup_and_path_warnings(tmp_path, env, monkeypatch, c
     assert cmd[cmd.index("--gpu") + 1] == sysfs_tree.GPU and cmd[cmd.index("--mode") + 1] == "cuda_dmabuf"
 
 
-def test_min_ratio_port(env, monkeypatch, capsys):
+def test_min_ratio_port(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     Node(monkeypatch)
-    result = run_module(monkeypatch, capsys, {"mode": "host", "facts": vm_facts(), "min_ratio_port": 0.5,
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "min_ratio_port": 0.5,
                                               "helper_dir": env["helper_dir"]})
     assert result["diagnosis"]["code"] == "bandwidth_below_minimum"
 
 
-def test_selftest_gpu_only_on_h200_facts(env, monkeypatch, capsys):
+def test_selftest_gpu_only_on_h200_facts(env, monkeypatch, run_module):
     selftest = {"helper_version": 1, "mode": "selftest_gpu_only", "gpu": "0000:00:06.0", "gpu_name": "NVIDIA H200",
                 "dmabuf_exported": 1, "bytes_compared": 1048576, "mismatches": 0, "h2d_bandwidth_gbps": 437.6,
                 "d2h_bandwidth_gbps": 439.2, "ok": 1, "error": None}
     node = Node(monkeypatch, json.dumps(selftest) + "\n")
-    result = run_module(monkeypatch, capsys, {"selftest_gpu_only": True, "facts": load_facts(H200_FACTS),
+    result = run_module(gpudirect_loopback, {"selftest_gpu_only": True, "facts": load_facts(H200_FACTS),
                                               "helper_dir": env["helper_dir"]})
     assert result.get("failed") is not True, result
     assert result["mode"] == "selftest_gpu_only" and result["gpu"] == "0000:00:06.0" and result["rdma_device"] is None
