@@ -979,17 +979,20 @@ class Collector(object):
                 "reboot_pending": bool(reasons), "reboot_reasons": reasons}
 
     # live probes -------------------------------------------------------------
+    def _probe_binary(self, enabled, option, name, what):
+        """The path of a live probe's binary, or (None, why the probe does not run)."""
+        if not enabled:
+            return None, "disabled (%s=false)" % option
+        if not self.live:
+            return None, "root is not /: %s" % what
+        path = self._bin(name)
+        return (path, None) if path else (None, "%s not found" % name)
+
     def kernel_oops(self):
         out = {"available": False, "reason": None, "matches": 0, "lines": []}
-        if not self.use_kernel_log:
-            out["reason"] = "disabled (kernel_log=false)"
-            return out
-        if not self.live:
-            out["reason"] = "root is not /: the kernel log of this host does not describe the tree"
-            return out
-        dmesg = self._bin("dmesg")
+        dmesg, out["reason"] = self._probe_binary(self.use_kernel_log, "kernel_log", "dmesg",
+                                                  "the kernel log of this host does not describe the tree")
         if not dmesg:
-            out["reason"] = "dmesg not found"
             return out
         try:
             rc, stdout, stderr = self._run([dmesg])
@@ -1005,15 +1008,9 @@ class Collector(object):
 
     def nvidia_smi(self, gpus, driver):
         out = {"available": False, "reason": None, "gpus": []}
-        if not self.use_nvidia_smi:
-            out["reason"] = "disabled (nvidia_smi=false)"
-            return out
-        if not self.live:
-            out["reason"] = "root is not /: nvidia-smi would describe this host, not the tree"
-            return out
-        smi = self._bin("nvidia-smi")
+        smi, out["reason"] = self._probe_binary(self.use_nvidia_smi, "nvidia_smi", "nvidia-smi",
+                                                "nvidia-smi would describe this host, not the tree")
         if not smi:
-            out["reason"] = "nvidia-smi not found"
             return out
         rc, stdout, stderr = self._run([smi, "--query-gpu=%s" % NVIDIA_SMI_QUERY,
                                         "--format=csv,noheader,nounits"])
