@@ -38,6 +38,7 @@ import os
 import shutil
 import shlex
 import signal
+import tarfile
 import socket
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("GPUDIRECT_CACHE") or Path.home() / ".cache" / "gpudirect-rdma") / "vm"
 QEMU = os.environ.get("GPUDIRECT_QEMU", "qemu-system-x86_64")
+BOOTDISK_BYTES = 256 * 1024 * 1024  # sparse; holds one kernel + initramfs as a tar archive
 SSH_OPTS = [
     "-o", "BatchMode=yes",
     "-o", "StrictHostKeyChecking=no",
@@ -175,6 +177,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     overlay = rd / "disk.qcow2"
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
                     "-b", str(img / "rootfs.img"), str(overlay)], check=True)
+    # boot loader stand-in: the guest writes its default kernel here at shutdown
+    # (gpudirect-boot-handoff in build-image.sh); the supervisor boots from it
+    with open(rd / "bootdisk.raw", "wb") as f:
+        f.truncate(BOOTDISK_BYTES)
 
     append = ["console=ttyS0,115200", "root=/dev/vda", "rw", "mitigations=off",
               f"systemd.hostname={args.name}", "net.ifnames=1", "panic=-1",
@@ -200,6 +206,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         "-append", " ".join(append),
         "-drive", f"file={overlay},if=none,id=disk0,format=qcow2,cache=unsafe,discard=unmap",
         "-device", "virtio-blk-pci,drive=disk0,bus=pcie.0,addr=0x3",
+        "-drive", f"file={rd / 'bootdisk.raw'},if=none,id=boot0,format=raw,cache=unsafe",
+        "-device", "virtio-blk-pci,drive=boot0,bus=pcie.0,addr=0x6,serial=gpudirect-boot",
         # main NIC behind its own PCIe root port: the port carries an ACS capability,
         # so the NIC's upstream path looks like a server's GPU/NIC path
         "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x4",
@@ -341,6 +349,39 @@ def terminate(pid: int) -> None:
         pass
 
 
+def boot_entry(rd: Path, qemu: list[str]) -> list[str]:
+    """The boot loader stand-in: boot the kernel the guest handed over at shutdown.
+
+    The guest's gpudirect-boot-handoff writes a tar (vmlinuz, initrd.img,
+    kernel-release) of its default boot kernel onto bootdisk.raw. Without a valid
+    archive (first boot, guest crashed) the previous kernel boots again.
+    """
+    boot = rd / "boot"
+    try:
+        with tarfile.open(rd / "bootdisk.raw", "r:") as tar:
+            names = set(tar.getnames())
+            if not {"vmlinuz", "initrd.img", "kernel-release"} <= names:
+                raise tarfile.TarError(f"archive holds {sorted(names)}")
+            shutil.rmtree(boot, ignore_errors=True)
+            boot.mkdir()
+            for name in ("vmlinuz", "initrd.img", "kernel-release"):
+                src = tar.extractfile(tar.getmember(name))
+                if src is None:
+                    raise tarfile.TarError(f"{name} is not a regular file in the archive")
+                with src, open(boot / name, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+    except (OSError, tarfile.TarError) as e:
+        print(f"[supervise] no kernel handed over at shutdown ({e}): booting the same kernel again", flush=True)
+        return qemu
+    release = (boot / "kernel-release").read_text().strip()
+    new = list(qemu)
+    new[new.index("-kernel") + 1] = str(boot / "vmlinuz")
+    new[new.index("-initrd") + 1] = str(boot / "initrd.img")
+    (rd / "qemu.argv.json").write_text(json.dumps(new))
+    print(f"[supervise] booting the guest's default kernel {release}", flush=True)
+    return new
+
+
 def cmd_supervise(args: argparse.Namespace) -> int:
     """Run qemu (-no-reboot) in the foreground; start it again when the guest rebooted."""
     rd = Path(args.run_dir)
@@ -376,6 +417,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         print(f"[supervise] qemu boot {boots} exited rc={rc} after {time.monotonic() - t0:.0f} s", flush=True)
         if rc == 0 and "reboot: Restarting system" in tail_text:
             print("[supervise] guest rebooted: cold start of a new qemu on the same disk", flush=True)
+            qemu = boot_entry(rd, qemu)
             continue
         (rd / "qemu.pid").unlink(missing_ok=True)
         return rc
