@@ -51,8 +51,38 @@ def nvswitches():
     return out
 
 
+def initramfs_without_blacklist(conf):
+    """Kernels whose initramfs carries nouveau.ko but not the blacklist file `conf`.
+
+    Only those need rebuilding: an initramfs without nouveau cannot load it, and one that
+    already holds the blacklist honours it. Stateless, so a run that failed before the
+    rebuild is completed by the next one.
+    """
+    if not conf:
+        return []
+    if shutil.which("lsinitramfs"):
+        images, lister = glob.glob("/boot/initrd.img-*"), ["lsinitramfs"]
+        prefix, suffix = "/boot/initrd.img-", ""
+    elif shutil.which("lsinitrd"):
+        images, lister = glob.glob("/boot/initramfs-*.img"), ["lsinitrd"]
+        prefix, suffix = "/boot/initramfs-", ".img"
+    else:
+        return []
+    stale = []
+    for image in sorted(images):
+        kernel = image[len(prefix):len(image) - len(suffix) if suffix else None]
+        if kernel.endswith("kdump") or not os.path.isdir("/lib/modules/" + kernel):
+            continue
+        rc, out = run(lister + [image])
+        files = out.splitlines() if rc == 0 else []
+        if any("/nouveau.ko" in f for f in files) and not any(f.endswith(conf.lstrip("/")) for f in files):
+            stale.append(kernel)
+    return stale
+
+
 def main():
     names = json.loads(sys.argv[1]) if len(sys.argv) > 1 else []
+    blacklist_conf = sys.argv[2] if len(sys.argv) > 2 else ""
     found, held = packages(names)
     kernel = os.uname()[2]
     _, dkms = run(["dkms", "status", "nvidia"]) if shutil.which("dkms") else (1, "")
@@ -74,6 +104,7 @@ def main():
         "peermem_depends": depends,
         "stamp": read("/var/lib/gpudirect/nvidia-dkms.stamp"),
         "nvswitches": nvswitches(),
+        "initramfs_nouveau_unblocked": initramfs_without_blacklist(blacklist_conf),
         "headers": sorted(os.path.basename(p) for p in glob.glob("/lib/modules/*/build") if os.path.exists(p)),
     }))
 
