@@ -1,0 +1,293 @@
+"""Judge, record and render the results of ``library/gpudirect_loopback.py``.
+
+Pure functions used by the ``gpudirect_verify`` role:
+
+* ``gpudirect_verify_record`` turns one registered module result (or a reason to
+  skip) into a flat record: status, pair, bytes compared, bandwidth, ratios,
+  diagnosis. This is what lands in ``<report_dir>/<host>.json``.
+* ``gpudirect_verify_report_md`` renders one record as a Markdown page.
+* ``gpudirect_verify_fleet_table`` renders the records of every host as one
+  fixed-width table (a list of lines) for the end of the run.
+
+A host passes only on positive evidence: the module reported no diagnosis, compared
+more than zero bytes and found no mismatch. The role registers the module with
+``failed_when: false`` (so that the report is written before the host fails), which
+hides the module's own ``failed`` flag; the judgment therefore never relies on it.
+"""
+
+from ansible.errors import AnsibleFilterError
+
+PASSED, FAILED, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN = (
+    "passed", "failed", "skipped", "would_run", "would_fail", "not_run")
+
+# How each status reads in the tables.
+STATUS_TEXT = {
+    PASSED: "passed",
+    FAILED: "FAILED",
+    SKIPPED: "skipped",
+    WOULD_RUN: "check: would run",
+    WOULD_FAIL: "check: would FAIL",
+    NOT_RUN: "not run",
+}
+
+# Module result fields copied into the record as they are.
+COPIED = ("mode", "mode_reason", "rdma_device", "port", "gid_index", "gpu", "gpu_name", "link_layer",
+          "bytes_compared", "mismatches", "first_mismatch", "bandwidth_gbps", "port_rate_gbps", "ratio_port",
+          "pcie_gbps", "ratio_pcie", "staged_bandwidth_gbps", "speedup", "elapsed_s", "helper_built")
+
+GPU_MODES = ("cuda_peermem", "cuda_dmabuf")
+
+
+def _diagnosis(code, message, fix="", related=None):
+    return {"code": code, "message": message, "fix": fix, "related": list(related or [])}
+
+
+def _normalise_diagnosis(diagnosis, result):
+    """The module's {code, message, fix, related}, with whatever is missing filled in."""
+    if not isinstance(diagnosis, dict):
+        diagnosis = {}
+    return _diagnosis(
+        diagnosis.get("code") or "unknown",
+        diagnosis.get("message") or result.get("msg") or "gpudirect_loopback failed without a message.",
+        diagnosis.get("fix") or "",
+        diagnosis.get("related") or [])
+
+
+def _judge(result, check_mode):
+    """(status, diagnosis or None) for one registered module result."""
+    if not isinstance(result, dict) or not result:
+        return (WOULD_FAIL if check_mode else FAILED), _diagnosis(
+            "no_result", "gpudirect_loopback returned no result.",
+            "Run the role with -vvv and look at the gpudirect_loopback task.")
+    if result.get("skipped"):
+        return SKIPPED, _diagnosis("task_skipped", result.get("skip_reason") or "the loopback task was skipped.")
+    if result.get("diagnosis"):
+        return (WOULD_FAIL if check_mode else FAILED), _normalise_diagnosis(result["diagnosis"], result)
+    # failed_when hides "failed" but leaves failed_when_suppressed_exception behind
+    if result.get("failed") or result.get("unreachable") or "failed_when_suppressed_exception" in result \
+            or ("msg" in result and "would_run" not in result and "bytes_compared" not in result):
+        # a failure the module did not diagnose: bad arguments, a crash, a lost connection
+        return (WOULD_FAIL if check_mode else FAILED), _diagnosis(
+            "module_error", result.get("msg") or "gpudirect_loopback failed without a diagnosis or a message.",
+            "This is not a finding about the node's data path: read the message (and the module's "
+            "exception, with -vvv) and fix the cause, then run again.")
+    if check_mode:
+        return WOULD_RUN, None
+    compared = result.get("bytes_compared")
+    mismatches = result.get("mismatches")
+    if not isinstance(compared, int) or isinstance(compared, bool) or compared <= 0 \
+            or not isinstance(mismatches, int) or isinstance(mismatches, bool):
+        return FAILED, _diagnosis(
+            "result_malformed",
+            "gpudirect_loopback reported success without the evidence (bytes_compared=%r, mismatches=%r)."
+            % (compared, mismatches),
+            "The module and its helper disagree: run again with -vvv and report the module result.")
+    if mismatches:
+        return FAILED, _diagnosis(
+            "data_mismatch", "%d of %d bytes differ from what was sent (first at offset %s)."
+            % (mismatches, compared, result.get("first_mismatch")),
+            "Data was corrupted on the path: check PCIe AER errors (dmesg), the NIC firmware and ACS/IOMMU "
+            "settings on the path.")
+    return PASSED, None
+
+
+def _clean_result(result):
+    """The module result without the facts it was given and Ansible's internal keys."""
+    if not isinstance(result, dict):
+        return result
+    clean = dict((k, v) for k, v in result.items() if not k.startswith("_ansible") and k != "invocation")
+    args = ((result.get("invocation") or {}).get("module_args") or {})
+    if args:
+        clean["module_args"] = dict((k, v) for k, v in args.items() if k != "facts")
+    return clean
+
+
+def gpudirect_verify_pair(record):
+    """'mlx5_0 port 1 <-> GPU 0000:1b:00.0 (PIX)' or 'rxe0 port 1 <-> host memory'."""
+    record = record or {}
+    dev = record.get("rdma_device")
+    if not dev:
+        return "-"
+    left = "%s port %s" % (dev, record.get("port") if record.get("port") is not None else "?")
+    if record.get("mode") in GPU_MODES or record.get("gpu"):
+        right = "GPU %s" % (record.get("gpu") or "?")
+        if record.get("distance"):
+            right += " (%s)" % record["distance"]
+    elif record.get("mode") == "host":
+        right = "host memory"
+    else:
+        right = "?"
+    return "%s <-> %s" % (left, right)
+
+
+def gpudirect_verify_record(result=None, host="", skip=None, check_mode=False, time=None):
+    """One host's verification record.
+
+    ``result`` is the registered ``gpudirect_loopback`` result; ``skip`` a
+    ``{"code": ..., "message": ...}`` reason not to run (then ``result`` is ignored);
+    ``check_mode`` whether the run was ``--check``; ``time`` when it ran (text).
+    """
+    record = {"host": host, "time": time, "check_mode": bool(check_mode), "notes": [], "path_warnings": []}
+    for key in COPIED:
+        record[key] = None
+    record.update(distance=None, selection_reason=None, rdma_pci_address=None, would_run=None,
+                  module_result=None)
+    if skip:
+        if not isinstance(skip, dict) or not skip.get("code"):
+            raise AnsibleFilterError("gpudirect_verify_record: skip must be {code, message}, got %r" % (skip,))
+        record["status"] = SKIPPED
+        record["diagnosis"] = _diagnosis(skip["code"], skip.get("message") or skip["code"], skip.get("fix") or "")
+    else:
+        status, diagnosis = _judge(result, check_mode)
+        record["status"], record["diagnosis"] = status, diagnosis
+        if isinstance(result, dict):
+            for key in COPIED:
+                record[key] = result.get(key)
+            selection = result.get("selection") if isinstance(result.get("selection"), dict) else {}
+            record["distance"] = selection.get("distance")
+            record["selection_reason"] = selection.get("reason")
+            record["rdma_pci_address"] = selection.get("rdma_pci_address")
+            record["path_warnings"] = list(result.get("path_warnings") or [])
+            record["would_run"] = result.get("would_run")
+            record["module_result"] = _clean_result(result)
+            reason = record["mode_reason"] or ""
+            if record["mode"] == "host" and reason.startswith("auto") and reason != "auto: no GPU":
+                record["notes"].append(
+                    "GPU memory was not tested: mode auto fell back to host memory (%s); GPUDirect RDMA "
+                    "is not proven on this node." % reason)
+    record["result"] = STATUS_TEXT[record["status"]]
+    record["pair"] = gpudirect_verify_pair(record)
+    return record
+
+
+def _num(value, fmt):
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    return fmt % value
+
+
+def _md_cell(value):
+    text = "-" if value is None or value == "" else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def gpudirect_verify_report_md(record):
+    """One host's record as a Markdown page (title, a two-column table, then details)."""
+    if not isinstance(record, dict) or "status" not in record:
+        raise AnsibleFilterError("gpudirect_verify_report_md expects a record from gpudirect_verify_record, "
+                                 "got %r" % (record,))
+    r = record
+    diag = r.get("diagnosis") or {}
+    rows = [
+        ("result", "**%s**" % STATUS_TEXT.get(r["status"], r["status"])),
+        ("time", r.get("time")),
+        ("mode", "%s (%s)" % (r.get("mode") or "-", r.get("mode_reason")) if r.get("mode_reason")
+         else r.get("mode")),
+        ("pair", r.get("pair") or gpudirect_verify_pair(r)),
+        ("selected because", r.get("selection_reason")),
+        ("RDMA device PCI address", r.get("rdma_pci_address")),
+        ("GPU", " ".join(x for x in (r.get("gpu"), r.get("gpu_name")) if x) or None),
+        ("link layer", r.get("link_layer")),
+        ("bytes compared", _num(r.get("bytes_compared"), "%d")),
+        ("mismatches", _num(r.get("mismatches"), "%d")
+         + ("" if not r.get("mismatches") else " (first at offset %s)" % r.get("first_mismatch"))),
+        ("bandwidth", _num(r.get("bandwidth_gbps"), "%.2f Gbit/s")),
+        ("port rate", _num(r.get("port_rate_gbps"), "%.1f Gbit/s")),
+        ("ratio of port rate", _num(r.get("ratio_port"), "%.3f")),
+        ("PCIe (slowest link)", _num(r.get("pcie_gbps"), "%.1f Gbit/s")),
+        ("ratio of PCIe", _num(r.get("ratio_pcie"), "%.3f")),
+    ]
+    if r.get("staged_bandwidth_gbps") is not None or r.get("speedup") is not None:
+        rows.append(("staged path (host memory, then copy)", _num(r.get("staged_bandwidth_gbps"), "%.2f Gbit/s")))
+        rows.append(("GPUDirect speedup over staged", _num(r.get("speedup"), "%.2fx")))
+    rows.append(("diagnosis", diag.get("code") or "none"))
+    if r["status"] == SKIPPED:
+        keep = ("result", "time", "diagnosis")
+    else:   # the main figures always, the others only when the module reported them
+        keep = ("result", "time", "mode", "pair", "bytes compared", "bandwidth", "ratio of port rate", "diagnosis")
+    rows = [(k, v) for k, v in rows if k in keep or v not in (None, "", "-")]
+    lines = ["# GPUDirect RDMA verification: %s" % (r.get("host") or "?"), "", "| | |", "|---|---|"]
+    lines += ["| %s | %s |" % (_md_cell(k), _md_cell(v)) for k, v in rows]
+    if diag:
+        lines += ["", "## %s" % ("Why it was skipped" if r["status"] == SKIPPED else "Diagnosis: " + diag["code"]),
+                  "", diag.get("message") or ""]
+        if diag.get("fix"):
+            lines += ["", "**What to do:** %s" % diag["fix"]]
+        for related in diag.get("related") or []:
+            lines.append("- %s" % related)
+    if r.get("path_warnings"):
+        lines += ["", "## Path warnings", ""] + ["- %s" % w for w in r["path_warnings"]]
+    if r.get("notes"):
+        lines += ["", "## Notes", ""] + ["- %s" % n for n in r["notes"]]
+    if r.get("would_run"):
+        lines += ["", "## Would run (check mode)", ""] + ["    %s" % " ".join(str(a) for a in cmd)
+                                                          for cmd in r["would_run"]]
+    return "\n".join(lines) + "\n"
+
+
+TABLE_COLUMNS = ("host", "result", "mode", "pair", "bytes", "Gbit/s", "of port", "diagnosis")
+
+
+def gpudirect_verify_fleet_table(records, hosts=None):
+    """Every host's record as lines of one table, then a count and each problem host's message.
+
+    ``records`` is a list of records (``None`` entries are ignored); ``hosts`` the hosts
+    that should have one (the play's hosts): those without a record are listed as not run.
+    """
+    if records is None:
+        records = []
+    if isinstance(records, dict):
+        records = [records]
+    if not isinstance(records, (list, tuple)):
+        raise AnsibleFilterError("gpudirect_verify_fleet_table expects a list of records, got %r" % (records,))
+    by_host = {}
+    for record in records:
+        if record is None:
+            continue
+        if not isinstance(record, dict) or "status" not in record:
+            raise AnsibleFilterError("gpudirect_verify_fleet_table: not a record: %r" % (record,))
+        by_host[record.get("host") or "?"] = record
+    order = list(hosts or []) + sorted(h for h in by_host if h not in (hosts or []))
+    rows, problems, counts = [], [], {}
+    for host in order:
+        r = by_host.get(host)
+        if r is None:
+            status = NOT_RUN
+            rows.append((host, STATUS_TEXT[NOT_RUN], "-", "-", "-", "-", "-", "failed or unreachable earlier"))
+        else:
+            status = r["status"]
+            diag = r.get("diagnosis") or {}
+            rows.append((host, STATUS_TEXT.get(status, status), r.get("mode") or "-",
+                         r.get("pair") or gpudirect_verify_pair(r), _num(r.get("bytes_compared"), "%d"),
+                         _num(r.get("bandwidth_gbps"), "%.2f"), _num(r.get("ratio_port"), "%.3f"),
+                         diag.get("code") or ("note" if r.get("notes") else "-")))
+            if diag:
+                problems.append("  %s: %s%s" % (host, diag.get("message"),
+                                                " What to do: %s" % diag["fix"] if diag.get("fix") else ""))
+            for note in r.get("notes") or []:
+                problems.append("  %s: %s" % (host, note))
+        counts[status] = counts.get(status, 0) + 1
+    widths = [max(len(str(row[i])) for row in rows + [TABLE_COLUMNS]) for i in range(len(TABLE_COLUMNS))]
+
+    def line(row):
+        return "  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+
+    lines = ["GPUDirect RDMA verification: %d host%s" % (len(order), "" if len(order) == 1 else "s")]
+    if rows:
+        lines += [line(TABLE_COLUMNS), line(["-" * w for w in widths])] + [line(row) for row in rows]
+    lines.append("  " + ", ".join("%d %s" % (counts[s], STATUS_TEXT[s])
+                                   for s in (PASSED, FAILED, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN)
+                                   if counts.get(s)) if counts else "  no hosts")
+    return lines + problems
+
+
+class FilterModule(object):
+    """Verification filters for gpudirect_loopback results."""
+
+    def filters(self):
+        return {
+            "gpudirect_verify_record": gpudirect_verify_record,
+            "gpudirect_verify_pair": gpudirect_verify_pair,
+            "gpudirect_verify_report_md": gpudirect_verify_report_md,
+            "gpudirect_verify_fleet_table": gpudirect_verify_fleet_table,
+        }
