@@ -580,8 +580,8 @@ from ansible.module_utils.gpudirect_pci import (
     root_path,
     union_path,
 )
+from ansible.module_utils.gpudirect_kernel import C_LOCALE, default_boot_kernel, running_kernel
 
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 MAX_OOPS_LINES = 20
 OOPS_RE = re.compile(r"Oops|Xid|NVRM:.*failed")
 NVIDIA_SMI_QUERY = "index,name,pci.bus_id,driver_version,compute_cap,memory.total"
@@ -946,26 +946,10 @@ class Collector(object):
 
     # kernel ----------------------------------------------------------------
     def kernel(self):
-        running = read_text(self.path("proc/sys/kernel/osrelease"))
-        if not running and self.live:
-            running = os.uname()[2]
-        default, source = None, None
-        for link in ("boot/vmlinuz", "vmlinuz"):
-            candidate = self.path(link)
-            if os.path.islink(candidate):
-                base = os.path.basename(os.readlink(candidate))
-                if base.startswith("vmlinuz-"):
-                    default, source = base[len("vmlinuz-"):], "/" + link
-                    break
-        if default is None and self.live:
-            grubby = self._bin("grubby")
-            if grubby:
-                rc, out, err = self._run([grubby, "--default-kernel"])
-                base = os.path.basename((out or "").strip())
-                if rc == 0 and base.startswith("vmlinuz-"):
-                    default, source = base[len("vmlinuz-"):], "grubby"
-                else:
-                    self.warn("kernel: grubby --default-kernel gave rc=%s %s" % (rc, (err or out or "").strip()))
+        running = running_kernel(self.root, self.live)
+        default, source, warnings = default_boot_kernel(self.root, self.runner, self.live)
+        for warning in warnings:
+            self.warn("kernel: %s" % warning)
         reasons = []
         if default and running and default != running:
             reasons.append("default boot kernel %s differs from running %s" % (default, running))
