@@ -1,10 +1,14 @@
 """VM tier checks: a real kernel with soft-RoCE and a PCIe root port with ACS.
 
-Run by molecule's testinfra verifier (twice in the test sequence: after
-converge and after the reboot side effect). Each command is one ssh round
+Run by molecule's testinfra verifier three times in the test sequence: after
+converge (which repaired a wrong-order install and switched OFED versions),
+after a plain reboot, and after a kernel update (kernel_update.yml). Each command is one ssh round
 trip; under TCG those cost about a second, so the checks bundle their shell.
 """
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -99,9 +103,14 @@ def test_acs_cleared_on_included_root_port(host, root_port):
     assert ctl == "0000", f"ACS Control on {root_port} is {ctl}, expected cleared"
 
 
+# DOCA release -> the OFED version its doca-ofed carries (the stand-in repository's two)
+DOCA_OFED = {"2.9.1": "24.10-1.1.4", "2.10.0": "25.01-0.6.0"}
+
+
 def test_ofed_stack_installed_at_the_wanted_version_and_held(host):
-    """mlnx_ofed installed the DOCA profile from the (stand-in) mirror and holds it."""
-    assert host.check_output("ofed_info -s").startswith("OFED-internal-24.10-1.1.4")
+    """mlnx_ofed switched the hand-installed DOCA 2.9.1 to the inventory's version and holds it."""
+    doca = host.ansible.get_variables().get("mlnx_ofed_doca_version", "2.9.1")
+    assert host.check_output("ofed_info -s").startswith("OFED-internal-" + DOCA_OFED[doca])
     held = host.check_output("apt-mark showhold").split()
     assert "doca-ofed" in held and "mlnx-ofed-kernel-dkms" in held
 
@@ -121,3 +130,47 @@ def test_nvidia_peermem_loaded_for_the_running_kernel_and_linked_against_ofed(ho
 def test_driver_services_enabled(host):
     assert host.service("nvidia-persistenced").is_enabled
     assert host.service("nvidia-persistenced").is_running
+
+
+def test_nvidia_module_built_after_ofed_for_every_kernel(host):
+    """prepare.yml installed NVIDIA before OFED (nvidia_peermem failed with EINVAL);
+    converge rebuilt it after OFED, and after an OFED switch and a kernel update
+    too: for every kernel with both modules, the nvidia build is the newer one."""
+    out = host.check_output(
+        "for d in /var/lib/dkms/mlnx-ofed-kernel/*/*/x86_64/module; do k=$(echo $d | cut -d/ -f7); "
+        "n=$(ls -d /var/lib/dkms/nvidia/*/$k/x86_64/module 2>/dev/null | head -n1); "
+        '[ -n "$n" ] && echo "$k $(stat -c %%Y $d) $(stat -c %%Y $n)"; done; true'
+    )
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    assert rows, "no kernel has both the OFED and the NVIDIA DKMS modules built"
+    for kernel, ofed_t, nvidia_t in rows:
+        assert int(nvidia_t) >= int(ofed_t), f"{kernel}: nvidia built before mlnx-ofed-kernel"
+    assert host.check_output("uname -r") in [r[0] for r in rows]
+
+
+def test_running_the_kernel_the_update_installed(host):
+    """After the kernel-update step the node runs the new ABI (boot loader stand-in:
+    tests/harness/vm/vm.py boots the guest's default kernel)."""
+    marker = host.file("/var/lib/gpudirect-test-expected-kernel")
+    if not marker.exists:
+        pytest.skip("no kernel update yet in this sequence (kernel_update.yml writes the marker)")
+    assert host.check_output("uname -r") == marker.content_string.strip()
+    assert host.file("/sys/module/nvidia_peermem").is_directory
+
+
+def test_verification_module_matches_perftest_bandwidth(host):
+    """gpudirect_loopback (host memory over rxe0) against ib_write_bw on the same
+    device, message size and iterations, in one run (benchmarks/loopback_vs_perftest.sh)."""
+    project = os.environ.get("MOLECULE_PROJECT_DIRECTORY")
+    inventory = os.environ.get("MOLECULE_INVENTORY_FILE")
+    if not project or not inventory:
+        pytest.skip("runs under molecule verify only (needs MOLECULE_PROJECT_DIRECTORY and MOLECULE_INVENTORY_FILE)")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(project, "ansible.cfg"), SIZE="65536", ITERS="500",
+               ANSIBLE=os.path.join(os.path.dirname(sys.executable), "ansible"))
+    res = subprocess.run([os.path.join(project, "benchmarks", "loopback_vs_perftest.sh"), host.backend.host, "-i", inventory],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900)
+    print(res.stdout)
+    assert res.returncode == 0, res.stdout
+    m = re.search(r"module_bw/perftest_bw=([\d.]+)", res.stdout)
+    assert m, res.stdout
+    assert float(m.group(1)) >= 0.9, res.stdout

@@ -6,6 +6,7 @@
 #   gpudirect_facts.json   the facts module's result (kept as a unit-test fixture)
 #   preflight.log          playbooks/preflight.yml, normal run
 #   preflight-check.log    the same with --check
+#   loopback.log, loopback_*.json  gpudirect_loopback cases (tests/harness/gpu_node/loopback.yml)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 OUT=${OUT:-$PWD/gpu-node-out}; mkdir -p "$OUT"
@@ -36,3 +37,7 @@ ap playbooks/preflight.yml >"$OUT/preflight.log" 2>&1; echo "preflight rc=$?"
 ap playbooks/preflight.yml --check >"$OUT/preflight-check.log" 2>&1; echo "preflight --check rc=$?"
 grep -E "msg|GPU|driver|RDMA|cannot reach|changed=" "$OUT/preflight.log" | head -40
 grep -E "changed=" "$OUT/preflight-check.log"
+
+# --- loopback on the GPU node: the CUDA half for real, the no-NIC failure, bad input
+ap tests/harness/gpu_node/loopback.yml >"$OUT/loopback.log" 2>&1; echo "loopback rc=$?"
+grep -E "^ok: .*=> \(item=|msg\":|failed=|code=|Assertion|assert|PLAY RECAP|changed=" "$OUT/loopback.log" | head -40
