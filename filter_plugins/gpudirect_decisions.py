@@ -18,6 +18,10 @@ Filters
     Volta, not a known branch).
 ``nvidia_driver_version_parse``
     ``"580.95.05"`` -> ``{"branch": "580", "version": "580.95.05", "parts": [580, 95, 5]}``.
+``nvidia_driver_plan``
+    Compare the installed driver (packages, or a module installed outside the
+    package manager) with the wanted one: ``none`` / ``install`` / ``change`` /
+    ``keep`` (a matching foreign driver) / ``refuse`` (a foreign one that differs).
 ``rdma_core_major``
     Upstream rdma-core major version from a package version (``"50.0-2"``,
     ``"2410mlnx54-1.2410068"`` -> 50, 54).
@@ -283,6 +287,116 @@ def nvidia_driver_version_parse(version):
             "parts": [int(p) for p in match.groups() if p is not None]}
 
 
+# DKMS package of each flavour (Debian family); on EL the version comes from nvidia-driver
+DKMS_PACKAGES = {"open": "nvidia-kernel-open-dkms", "proprietary": "nvidia-kernel-dkms"}
+
+
+def _package_version(text):
+    """``"1:580.95.05-1ubuntu1"`` -> ``"580.95.05"`` (epoch and revision dropped)."""
+    text = re.sub(r"^\d+:", "", str(text or "").strip())
+    return re.sub(r"-[^-]*$", "", text)
+
+
+def _matches(version, flavor, branch, wanted_version, wanted_flavor):
+    """What differs between an installed driver and the wanted one (empty list: it matches)."""
+    diffs = []
+    if str(version).split(".")[0] != branch:
+        diffs.append("branch %s installed, %s wanted" % (str(version).split(".")[0] or "unknown", branch))
+    elif wanted_version and version != wanted_version:
+        diffs.append("version %s installed, %s wanted" % (version, wanted_version))
+    if flavor != wanted_flavor:
+        diffs.append("flavour %s installed, %s wanted" % (flavor or "unknown", wanted_flavor))
+    return diffs
+
+
+def nvidia_driver_plan(probe, branch, version="", flavor="open", dkms_packages=None):
+    """Decide what the nvidia_driver role does with the driver it finds.
+
+    A driver installed from the CUDA repository (its DKMS package, or ``nvidia-driver``
+    on EL) is the role's to keep, upgrade or replace.  A driver without any of those
+    packages but with an nvidia module loaded or on disk was installed outside the
+    role (NVIDIA's .run installer, a machine image, another package): the role keeps
+    it when it is what is wanted and refuses to touch it otherwise, since installing
+    packages over it would break both.
+
+    :param probe: the nvidia_driver probe's JSON: ``packages`` (name -> version of the
+        installed driver packages), ``module`` (``version``, ``flavor``, ``loaded_version``,
+        ``path``, ``owner``: the package owning the module file) and ``other_packages``
+        (NVIDIA kernel-module packages outside the role's list, e.g. Ubuntu's).
+    :param branch: ``nvidia_driver_branch``.
+    :param version: ``nvidia_driver_version`` ("" for any of the branch).
+    :param flavor: the chosen flavour (``nvidia_driver_flavor`` filter's ``flavor``).
+    :param dkms_packages: flavour -> DKMS package name (default ``DKMS_PACKAGES``).
+    :returns: ``{"action", "managed", "source", "installed_version", "installed_flavor",
+        "any_installed_version", "message"}``.  ``action``: ``install`` (nothing installed),
+        ``change`` (installed packages differ), ``none`` (packages match), ``keep`` (foreign
+        driver matches: no repository, packages, headers, DKMS, holds or reload), ``refuse``
+        (foreign driver differs: the role fails before any change with ``message``).
+        ``managed`` is true when packages carry the driver (install, change, none).
+        ``source``: ``package``, ``foreign``, ``other package`` or ``none``.
+    """
+    probe = probe or {}
+    packages = probe.get("packages") or {}
+    dkms = dict(DKMS_PACKAGES, **(dkms_packages or {}))
+    branch = str(branch or "").strip()
+    version = str(version or "").strip()
+    other = "proprietary" if flavor == "open" else "open"
+    wanted = "%s (%s)" % (version or "branch " + branch, flavor)
+
+    mine = _package_version(packages.get(dkms.get(flavor)) or packages.get("nvidia-driver") or "")
+    any_version = _package_version(packages.get(dkms.get(flavor)) or packages.get(dkms.get(other))
+                                   or packages.get("nvidia-driver") or "")
+    if any_version:
+        installed_flavor = flavor if dkms.get(flavor) in packages else other if dkms.get(other) in packages else ""
+        base = {"managed": True, "source": "package", "installed_version": mine,
+                "installed_flavor": installed_flavor, "any_installed_version": any_version}
+        if not mine or mine.split(".")[0] != branch or (version and mine != version):
+            return dict(base, action="change",
+                        message="installed driver %s (%s) differs from wanted %s: replacing it"
+                        % (any_version, installed_flavor, wanted))
+        return dict(base, action="none",
+                    message="installed driver %s (%s) matches: no change" % (mine, flavor))
+
+    module = probe.get("module") or {}
+    found = str(module.get("version") or probe.get("loaded_version") or probe.get("module_version") or "").strip()
+    if not found:
+        return {"action": "install", "managed": True, "source": "none", "installed_version": "",
+                "installed_flavor": "", "any_installed_version": "",
+                "message": "no NVIDIA driver installed: installing branch %s %s %s"
+                % (branch, version or "(newest)", flavor)}
+
+    found_flavor = module.get("flavor") or ""
+    owners = sorted(set(filter(None, [module.get("owner")] + sorted(probe.get("other_packages") or {}))))
+    base = {"managed": False, "installed_version": found, "installed_flavor": found_flavor,
+            "any_installed_version": found}
+    if owners:
+        source, how = "other package", "installed by %s, not from the CUDA repository" % ", ".join(owners)
+        remove = "remove it (apt-get purge / dnf remove %s)" % " ".join(owners)
+    else:
+        source, how = "foreign", "installed outside the package manager (runfile or image)"
+        remove = "remove it (nvidia-uninstall; on an image, rebuild the image without it)"
+    where = "driver %s (%s) is %s" % (found, found_flavor or "flavour unknown", how)
+    loaded = str(module.get("loaded_version") or "")
+    if loaded and loaded != found:
+        where += " (%s is loaded until a reboot)" % loaded
+    diffs = _matches(found, found_flavor, branch, version, flavor)
+    if not diffs:
+        return dict(base, action="keep", source=source, message=where + ": kept, not managed by packages")
+    match = []
+    if found.split(".")[0] != branch:
+        match.append("nvidia_driver_branch: '%s'" % found.split(".")[0])
+    if version and version != found:
+        match.append("nvidia_driver_version: '%s' (or '')" % found)
+    if found_flavor and found_flavor != flavor:
+        match.append("nvidia_driver_flavor: %s" % found_flavor)
+    keep = ("set %s to keep it" % ", ".join(match) if found_flavor
+            else "load it (modprobe nvidia) so /proc/driver/nvidia/version tells its flavour, and run again")
+    return dict(base, action="refuse", source=source,
+                message="%s; wanted: %s (%s). The role does not replace a driver it did not install: "
+                        "%s and run again to install %s from the CUDA repository, or %s"
+                        % (where, wanted, "; ".join(diffs), remove, wanted, keep))
+
+
 def rdma_core_major(version):
     """Upstream rdma-core major version from a package version.
 
@@ -300,7 +414,7 @@ def _version_tuple(text):
     return tuple(int(p) for p in re.findall(r"\d+", str(text or "")))
 
 
-def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=None, ofed=None):
+def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=None, ofed=None, libibverbs=None):
     """Choose the GPUDirect RDMA peer-memory mechanism.
 
     dma-buf needs: a GPU (Turing or later), the open kernel module, driver >= 515
@@ -314,6 +428,11 @@ def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=Non
         driver; falls back to ``facts.nvidia_driver``.
     :param rdma_core: installed rdma-core package version (any form ``rdma_core_major`` reads).
     :param ofed: ``ofed_info -s`` output, or a version, or "" when no OFED stack is installed.
+    :param libibverbs: what the probe found of ``libibverbs.so.1``: ``{"path", "version"
+        (rdma-core version from the file name, "50.0" of libibverbs.so.1.14.50.0),
+        "dmabuf" (it exports ibv_reg_dmabuf_mr)}``.  When a library was found, whether it
+        exports the symbol decides (no rdma-core package is needed: an image may carry
+        only libibverbs1); otherwise the rdma-core package version does.
     :returns: ``{"mechanism", "reasons": [...], "dmabuf": {"ok": bool, "reasons": [...]}, "ok": bool}``;
         ``ok`` false means the mechanism cannot work and ``reasons`` say why.
     """
@@ -355,7 +474,14 @@ def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=Non
         no.append("kernel %s < 5.12 or unknown" % (kernel or "unknown"))
     if dmabuf_facts.get("config_dma_shared_buffer") in ("n", False):
         no.append("kernel built without CONFIG_DMA_SHARED_BUFFER")
-    if rc_major is not None and rc_major >= 34:
+    lib = libibverbs or {}
+    if lib.get("path"):
+        lib_text = "%s (rdma-core %s)" % (lib["path"], rdma_core or lib.get("version") or "version unknown")
+        if lib.get("dmabuf"):
+            ok.append("%s exports ibv_reg_dmabuf_mr" % lib_text)
+        else:
+            no.append("%s does not export ibv_reg_dmabuf_mr (rdma-core >= 34 does)" % lib_text)
+    elif rc_major is not None and rc_major >= 34:
         ok.append("rdma-core %s (upstream %d >= 34, ibv_reg_dmabuf_mr)" % (rdma_core, rc_major))
     else:
         no.append("rdma-core %s: ibv_reg_dmabuf_mr needs >= 34" % (rdma_core or "not installed"))
@@ -494,6 +620,7 @@ class FilterModule:
             "nvidia_driver_flavor": nvidia_driver_flavor,
             "nvidia_driver_branch_check": nvidia_driver_branch_check,
             "nvidia_driver_version_parse": nvidia_driver_version_parse,
+            "nvidia_driver_plan": nvidia_driver_plan,
             "rdma_core_major": rdma_core_major,
             "gpudirect_peermem_choice": gpudirect_peermem_choice,
             "mlnx_ofed_installer_message": mlnx_ofed_installer_message,

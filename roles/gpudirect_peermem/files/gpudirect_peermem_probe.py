@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Read-only probe for the gpudirect_peermem role; prints one JSON object."""
+import ctypes
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -23,6 +26,58 @@ def read(path):
         return ""
 
 
+def libibverbs():
+    """libibverbs.so.1 as the dynamic loader finds it, and whether it exports ibv_reg_dmabuf_mr.
+
+    The file name carries the rdma-core version (libibverbs.so.1.14.50.0: rdma-core 50.0),
+    so this works where only the library is installed (libibverbs1 without rdma-core).
+    """
+    paths = []
+    _, out = run(["ldconfig", "-p"])
+    for line in out.splitlines():
+        if line.strip().startswith("libibverbs.so.1 ") and "=>" in line:
+            paths.append(line.split("=>", 1)[1].strip())
+    for pattern in ("/usr/lib/*-linux-gnu/libibverbs.so.1", "/usr/lib64/libibverbs.so.1", "/lib64/libibverbs.so.1",
+                    "/usr/lib/libibverbs.so.1"):
+        paths.extend(sorted(glob.glob(pattern)))
+    path = next((p for p in paths if os.path.exists(p)), "")
+    if not path:
+        return {"path": "", "version": "", "dmabuf": False}
+    real = os.path.realpath(path)
+    match = re.search(r"libibverbs\.so\.1\.\d+\.(\d+(?:\.\d+)*)$", real)
+    try:
+        dmabuf = hasattr(ctypes.CDLL(real), "ibv_reg_dmabuf_mr")
+    except OSError:  # another architecture, or unloadable: look for the name in the symbol table
+        try:
+            with open(real, "rb") as handle:
+                dmabuf = b"\0ibv_reg_dmabuf_mr\0" in handle.read()
+        except (IOError, OSError):
+            dmabuf = False
+    return {"path": real, "version": match.group(1) if match else "", "dmabuf": dmabuf}
+
+
+def nvidia_driver(kernel):
+    """Version and flavour of the nvidia module on disk, else of the loaded one.
+
+    A driver from the .run installer or an image, or a kernel without /lib/modules, leaves
+    modinfo nothing to find: /sys/module/nvidia/version and /proc/driver/nvidia/version
+    ("NVIDIA UNIX Open Kernel Module ...") still tell.
+    """
+    _, license_ = run(["modinfo", "-k", kernel, "-F", "license", "nvidia"])
+    _, version = run(["modinfo", "-k", kernel, "-F", "version", "nvidia"])
+    if version:
+        return {"version": version, "flavor": "open" if "MIT" in license_ else "proprietary", "source": "modinfo"}
+    proc = read("/proc/driver/nvidia/version").splitlines()
+    proc_line = proc[0] if proc and proc[0].startswith("NVRM version:") else ""
+    version = read("/sys/module/nvidia/version")
+    if not version and proc_line:
+        version = next((w for w in proc_line.split() if w[:1].isdigit() and "." in w), "")
+    if not version:
+        return {"version": "", "flavor": None, "source": None}
+    flavor = ("open" if "Open Kernel Module" in proc_line else "proprietary") if proc_line else None
+    return {"version": version, "flavor": flavor, "source": "loaded module"}
+
+
 def main():
     kernel = os.uname()[2]
     rdma_core = ""
@@ -33,8 +88,6 @@ def main():
     elif shutil.which("rpm"):
         rc, out = run(["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}", "rdma-core"])
         rdma_core = out if rc == 0 else ""
-    _, license_ = run(["modinfo", "-k", kernel, "-F", "license", "nvidia"])
-    _, version = run(["modinfo", "-k", kernel, "-F", "version", "nvidia"])
     _, depends = run(["modinfo", "-k", kernel, "-F", "depends", "nvidia_peermem"])
     rc_pm, _ = run(["modinfo", "-k", kernel, "-n", "nvidia_peermem"])
     rc_nv, _ = run(["modinfo", "-k", kernel, "-n", "nv_peer_mem"])
@@ -45,7 +98,8 @@ def main():
         "kernel": kernel,
         "rdma_core": rdma_core,
         "ofed": run(["ofed_info", "-s"])[1] if shutil.which("ofed_info") else "",
-        "driver": {"version": version, "flavor": ("open" if "MIT" in license_ else "proprietary") if version else None},
+        "driver": nvidia_driver(kernel),
+        "libibverbs": libibverbs(),
         "loaded": sorted(m for m in ("nvidia", "nvidia_peermem", "nv_peer_mem", "ib_core", "ib_peer_mem")
                          if os.path.isdir("/sys/module/" + m)),
         "loaded_version": read("/sys/module/nvidia/version"),
@@ -59,4 +113,5 @@ def main():
     }))
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -41,3 +41,21 @@ grep -E "changed=" "$OUT/preflight-check.log"
 # --- loopback on the GPU node: the CUDA half for real, the no-NIC failure, bad input
 ap tests/harness/gpu_node/loopback.yml >"$OUT/loopback.log" 2>&1; echo "loopback rc=$?"
 grep -E "^ok: .*=> \(item=|msg\":|failed=|code=|Assertion|assert|PLAY RECAP|changed=" "$OUT/loopback.log" | head -40
+
+# --- roles on the GPU node: nvidia_driver keeps the driver the image brought (no package,
+# repository, headers, DKMS, holds or reload) and gpudirect_peermem picks dma-buf, changing
+# nothing: --check, then two real runs (roles-check.log, roles-run1.log, roles-run2.log);
+# then another branch with --check, refused before any change (roles-other-branch.log).
+apj() { ANSIBLE_CALLBACK_RESULT_FORMAT=json ap "$@"; }  # a message stays on one line for grep
+apj tests/harness/gpu_node/roles.yml --check >"$OUT/roles-check.log" 2>&1; echo "roles --check rc=$?"
+apj tests/harness/gpu_node/roles.yml >"$OUT/roles-run1.log" 2>&1; echo "roles run 1 rc=$?"
+apj tests/harness/gpu_node/roles.yml >"$OUT/roles-run2.log" 2>&1; echo "roles run 2 rc=$?"
+apj tests/harness/gpu_node/roles.yml --check -e '{"nvidia_driver_branch": "570"}' >"$OUT/roles-other-branch.log" 2>&1
+echo "roles --check, branch 570 wanted: rc=$? (2 expected: refused before any change)"
+for log in roles-check roles-run1 roles-run2 roles-other-branch; do
+  echo "== $log"
+  grep -E "^[^ ].* : ok=[0-9]+ +changed=" "$OUT/$log.log"
+  awk '/^TASK /{task=$0} /^(changed|fatal):/{print "  " task; print "  " $0}' "$OUT/$log.log" | cut -c1-600
+  grep -E '^ *"' "$OUT/$log.log" | sed 's/^ *//' | sort -u | cut -c1-600 | grep -E \
+    "outside the package manager|matches: no change|differs from wanted|no NVIDIA driver installed|nouveau: |nvidia-persistenced: |peer memory: |dma-buf: "
+done

@@ -1,0 +1,203 @@
+"""nvidia_driver and gpudirect_peermem on the GPU node, whose driver came with its image.
+
+The node (tests/fixtures/gpu_node/h200, ../shared/fixtures/h200): Ubuntu 24.04, kernel
+6.18.44 with no /lib/modules, the open NVIDIA module 580.159.04 loaded but no driver
+package, libibverbs.so.1 of rdma-core 50.0.  The roles' probes run on a simulation of
+it (gpu_node_sim.py); their output goes through the roles' decision filters with the
+node's real facts; and the two roles run in check mode on the simulated node.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import gpu_node_sim as sim
+import gpudirect_decisions as d
+from conftest import PROJECT_FIXTURES, ROOT
+
+FACTS = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "gpudirect_facts.json")
+PROBE_ARGS = (json.dumps(["nvidia-open", "cuda-drivers", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms",
+                          "nvidia-persistenced", "nvidia-driver"]), "/etc/modprobe.d/gpudirect-blacklist-nouveau.conf")
+KEPT = ("driver 580.159.04 (open) is installed outside the package manager (runfile or image): "
+        "kept, not managed by packages")
+
+
+@pytest.fixture(name="facts")
+def fixture_facts():
+    with open(FACTS, encoding="utf-8") as handle:
+        return json.load(handle)["ansible_facts"]["gpudirect"]
+
+
+def test_driver_probe_finds_the_image_driver_without_lib_modules():
+    out = sim.gpu_node().probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    assert out["packages"] == {} and out["module_version"] == ""
+    assert out["module"]["version"] == out["loaded_version"] == "580.159.04"
+    assert out["module"]["flavor"] == "open" and out["module"]["owner"] == ""
+    assert out["nouveau_kernels"] == [] and out["initramfs_nouveau_unblocked"] == []
+    assert out["persistenced"] == {"unit": False, "systemd": True, "running": False}
+    assert out["loaded"] == ["nvidia", "nvidia_uvm"]
+
+
+def test_driver_probe_reads_the_version_from_proc_when_sysfs_has_none():
+    out = sim.gpu_node(sys_version="").probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    assert out["module"]["version"] == "580.159.04" and out["module"]["flavor"] == "open"
+    out = sim.gpu_node(proc=sim.PROC_PROPRIETARY, sys_version="").probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    assert (out["module"]["version"], out["module"]["flavor"]) == ("570.86.15", "proprietary")
+
+
+def test_driver_probe_sees_the_persistenced_unit():
+    out = sim.gpu_node(persistenced_unit=True).probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    assert out["persistenced"]["unit"] is True
+
+
+def test_driver_probe_on_a_debian_node_finds_nouveau_for_each_kernel():
+    """A stock Debian node: nouveau ships with every kernel, so the role blacklists it as before."""
+    running, default = "6.1.0-41-amd64", "6.1.0-42-amd64"
+
+    def commands(argv):
+        if argv[:2] == ["modinfo", "-k"] and argv[3:] == ["-n", "nouveau"]:
+            return 0, "/lib/modules/%s/kernel/drivers/gpu/drm/nouveau/nouveau.ko.xz" % argv[2]
+        return 1, ""
+
+    host = sim.Host(running, dirs={"/lib/modules/" + running, "/lib/modules/" + default},
+                    which={"dpkg-query"}, commands=commands)
+    assert host.probe(sim.NVIDIA_PROBE, *PROBE_ARGS)["nouveau_kernels"] == [running, default]
+    # modinfo without an index (no depmod yet) still finds the file
+    host = sim.Host(running, files={"/lib/modules/%s/kernel/drivers/gpu/drm/nouveau/nouveau.ko.xz" % default: "x"},
+                    dirs={"/lib/modules/" + default}, which={"dpkg-query"}, commands=lambda argv: (1, ""))
+    assert host.probe(sim.NVIDIA_PROBE, *PROBE_ARGS)["nouveau_kernels"] == [default]
+
+
+@pytest.mark.parametrize("node,branch,version,flavor,action", [
+    ({}, "580", "", "open", "keep"),
+    ({}, "580", "580.159.04", "open", "keep"),
+    ({}, "570", "", "open", "refuse"),
+    ({"proc": sim.PROC_PROPRIETARY, "sys_version": "570.86.15"}, "570", "", "open", "refuse"),
+    ({"proc": sim.PROC_PROPRIETARY, "sys_version": "570.86.15"}, "570", "", "proprietary", "keep"),
+    ({"packages": {"nvidia-kernel-open-dkms": "580.95.05-1"}}, "580", "", "open", "none"),
+    ({"proc": "", "sys_version": ""}, "580", "", "open", "install"),
+])
+def test_driver_decision_on_the_node_and_variants(facts, node, branch, version, flavor, action):
+    found = sim.gpu_node(**node).probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    wanted = d.nvidia_driver_flavor(facts["gpus"], flavor)["flavor"]
+    assert d.nvidia_driver_plan(found, branch, version, wanted)["action"] == action
+
+
+def test_driver_decision_on_the_node_keeps_it(facts):
+    found = sim.gpu_node().probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    flavor = d.nvidia_driver_flavor(facts["gpus"], "auto", "open")["flavor"]
+    out = d.nvidia_driver_plan(found, "580", "", flavor)
+    assert out["message"] == KEPT and not out["managed"]
+
+
+def test_peermem_probe_on_the_node():
+    out = sim.gpu_node().probe(sim.PEERMEM_PROBE)
+    assert out["driver"] == {"version": "580.159.04", "flavor": "open", "source": "loaded module"}
+    assert out["libibverbs"] == {"path": "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0", "version": "50.0",
+                                 "dmabuf": True}
+    assert out["rdma_core"] == "" and out["ofed"] == "" and not out["nvidia_peermem_built"]
+
+
+@pytest.mark.parametrize("node,mechanism,ok", [
+    ({}, "dmabuf", True),                                   # the node: only libibverbs1, no rdma-core package
+    ({"rdma_core": "50.0-2build2"}, "dmabuf", True),        # with the rdma-core package too
+    ({"libibverbs": None}, "nvidia_peermem", False),        # no libibverbs at all: no dma-buf, no OFED either
+    ({"libibverbs": ("33.0", False)}, "nvidia_peermem", False),
+])
+def test_peermem_choice_with_the_node_values(facts, node, mechanism, ok):
+    found = sim.gpu_node(**node).probe(sim.PEERMEM_PROBE)
+    out = d.gpudirect_peermem_choice(facts, "auto", found["driver"], found["rdma_core"], found["ofed"],
+                                     found["libibverbs"])
+    assert (out["mechanism"], out["ok"]) == (mechanism, ok), out["reasons"]
+
+
+def test_peermem_auto_on_the_node_picks_dmabuf_with_the_reasons(facts):
+    found = sim.gpu_node().probe(sim.PEERMEM_PROBE)
+    out = d.gpudirect_peermem_choice(facts, "auto", found["driver"], found["rdma_core"], found["ofed"],
+                                     found["libibverbs"])
+    assert out["mechanism"] == "dmabuf" and out["ok"]
+    assert out["reasons"] == [
+        "dma-buf: 1 GPU(s): 0x2335 (H200); open kernel module; driver 580.159.04 >= 515 (CUDA >= 11.7); "
+        "kernel 6.18.44-fc-v657-gpu >= 5.12; /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0 (rdma-core 50.0) "
+        "exports ibv_reg_dmabuf_mr"]
+
+
+# --- the two roles in check mode on the simulated node ---------------------------------
+
+PROBE_WRAPPER = """#!/usr/bin/python3
+import json, sys
+sys.path.insert(0, {tests!r})
+import gpu_node_sim
+print(json.dumps(gpu_node_sim.gpu_node(**{node!r}).probe({real!r}, *sys.argv[1:])))
+"""
+
+FACTS_MODULE = """#!/usr/bin/python3
+import json
+from ansible.module_utils.basic import AnsibleModule
+module = AnsibleModule(argument_spec={{}}, supports_check_mode=True)
+with open({facts!r}) as handle:
+    module.exit_json(changed=False, ansible_facts=json.load(handle)["ansible_facts"])
+"""
+
+
+def _supported_controller():
+    try:
+        with open("/etc/os-release") as handle:
+            text = handle.read()
+    except OSError:
+        return False
+    return any(tag in text for tag in ('VERSION_ID="12"', 'VERSION_ID="22.04"', 'VERSION_ID="24.04"'))
+
+
+def _roles_on_simulated_node(tmp_path, node, *extra):
+    """Run tests/harness/gpu_node/roles.yml with --check on this machine, with the roles'
+    probes and the facts module answering for the simulated node."""
+    roles, library = tmp_path / "roles", tmp_path / "library"
+    library.mkdir()
+    for role, probe in (("nvidia_driver", sim.NVIDIA_PROBE), ("gpudirect_peermem", sim.PEERMEM_PROBE)):
+        shutil.copytree(os.path.join(ROOT, "roles", role), roles / role)
+        (roles / role / "files" / os.path.basename(probe)).write_text(
+            PROBE_WRAPPER.format(tests=os.path.dirname(__file__), node=node, real=probe))
+    (library / "gpudirect_facts.py").write_text(FACTS_MODULE.format(facts=FACTS))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("gpu_nodes:\n  hosts:\n    gpunode:\n      ansible_connection: local\n"
+                         "      ansible_python_interpreter: %s\n" % sys.executable)
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(roles), ANSIBLE_LIBRARY=str(library),
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inventory), "--check",
+                           os.path.join(ROOT, "tests", "harness", "gpu_node", "roles.yml")] + list(extra),
+                          cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout
+
+
+@pytest.mark.skipif(not _supported_controller(), reason="the roles' vars need Debian 12 or Ubuntu 22.04/24.04 here")
+def test_roles_in_check_mode_on_the_simulated_node(tmp_path):
+    rc, log = _roles_on_simulated_node(tmp_path, {})
+    assert rc == 0, log
+    recap = [line for line in log.splitlines() if line.startswith("gpunode ")]
+    assert recap and "changed=0" in recap[-1] and "failed=0" in recap[-1], log
+    for needle in (KEPT, "nouveau: no module for 6.18.44-fc-v657-gpu, nothing to blacklist",
+                   "nvidia-persistenced: no nvidia-persistenced unit on this node", "peer memory: dmabuf",
+                   "exports ibv_reg_dmabuf_mr"):
+        assert needle in log, needle
+    # nothing of the package path, the nvidia_peermem path or a download
+    assert "setup-Debian.yml" not in log and "nvidia_peermem.yml" not in log and "dmabuf.yml" in log
+    for task in ("Install the kernel headers", "Download the CUDA repository signing key", "Hold the driver packages",
+                 "Load nvidia_peermem", "Blacklist nouveau", "Record the driver, kernel and OFED"):
+        header = [line for line in log.splitlines() if task in line and line.startswith("TASK")]
+        assert all("skipping" in log.split(h, 1)[1].split("TASK", 1)[0] for h in header), task
+
+
+@pytest.mark.skipif(not _supported_controller(), reason="the roles' vars need Debian 12 or Ubuntu 22.04/24.04 here")
+def test_roles_refuse_another_branch_before_any_change(tmp_path):
+    rc, log = _roles_on_simulated_node(tmp_path, {}, "-e", '{"nvidia_driver_branch": "570"}')
+    assert rc != 0
+    assert "branch 580 installed, 570 wanted" in log and "nvidia-uninstall" in log
+    recap = [line for line in log.splitlines() if line.startswith("gpunode ")]
+    assert "changed=0" in recap[-1] and "failed=1" in recap[-1]
