@@ -28,6 +28,26 @@ description:
     pair, PIX < PXB < PHB < NODE < SYS); never by a bare index.
   - On failure the result carries C(diagnosis) (code, message, fix, related path warnings) and
     nothing stays allocated (the helper is a separate process that releases everything).
+  - B(Pair mode) proves the path between two hosts instead of one port in loopback. The server side
+    (I(listen=true), the target) allocates the destination in the memory of I(mode), fills it with
+    pattern A, registers it and waits on TCP I(pair_port) for the client. The client side
+    (I(peer), the initiator) connects, both exchange QP number, LID, GID, MTU, address and rkey
+    over that connection, connect their RC queue pairs to each other, and the client RDMA WRITEs
+    pattern B from its source (also in the memory of its I(mode)). The server copies the
+    destination back and compares every byte (its compare is the verdict, sent back to the
+    client), then the client measures the bandwidth and sends it to the server. Both sides return
+    the compare counts and the bandwidth; a failure on one side is reported on both.
+  - Both sides of a pair must run at the same time. Run one task on both hosts with
+    C(listen) true on one and C(peer) set on the other (the linear strategy runs it on both at
+    once; it needs forks >= 2 and both hosts in one serial batch), or start the server with
+    C(async) and poll 0, run the client, then collect the server with C(async_status) (see
+    EXAMPLES). The client keeps trying to connect for I(pair_timeout) seconds, so the order in
+    which the two start does not matter.
+  - On RoCE each side uses the GID that carries its own address on the TCP connection (RoCE v2
+    first), unless I(gid_index) is set, so that the RDMA traffic takes the network the exchange
+    took; I(peer) must therefore be the server's address on the network of the RDMA ports. A
+    client whose route to I(peer) leaves through an address that no GID of the chosen port
+    carries fails early with C(no_gid).
 version_added: "1.0.0"
 author:
   - GPUDirect RDMA toolkit maintainers
@@ -78,7 +98,9 @@ options:
     type: int
     default: 128
   staged:
-    description: In a GPU mode, also measure the staged path (RDMA into host memory, then cuMemcpyHtoD).
+    description:
+      - In a GPU mode, also measure the staged path (RDMA into host memory, then cuMemcpyHtoD).
+      - Loopback only; ignored in pair mode.
     type: bool
     default: true
   timeout:
@@ -100,12 +122,45 @@ options:
         bandwidth (the copy of the staged path). No RDMA device is used.
     type: bool
     default: false
+  listen:
+    description:
+      - Pair mode, server side (the target) - own the destination buffer, wait on TCP I(pair_port)
+        (all addresses) for the client, compare every byte after its write.
+      - Excludes I(peer). With C(false) and no I(peer) the module runs the loopback.
+      - Name I(rdma_device) when the host has several (the server cannot know the client's network
+        before it connects).
+    type: bool
+    default: false
+  peer:
+    description:
+      - Pair mode, client side (the initiator) - address or name of the server host, on the network
+        of the RDMA ports (RoCE GIDs are derived from it). The client writes into the server's
+        buffer and measures the bandwidth.
+      - Without I(rdma_device), a host with several RDMA devices uses the one whose GIDs carry
+        this host's address on the route to I(peer).
+      - Excludes I(listen).
+    type: str
+  pair_port:
+    description:
+      - TCP port of the out-of-band exchange (QP number, LID/GID, MTU, address, rkey, verdict).
+      - The same on both sides.
+    type: int
+    default: 18516
+  pair_timeout:
+    description:
+      - Seconds the server waits for the client to connect, and the client keeps trying to reach the
+        server (it may not listen yet). Each later message may take I(pair_timeout) + I(timeout).
+      - On expiry the server fails with C(pair_timeout), the client with C(peer_unreachable).
+    type: int
+    default: 120
   _corrupt_one_byte:
     description:
       - For tests. After the transfer completes, flips the lowest bit of one destination byte
         (offset I(size)/2+1), in GPU memory with C(cuMemsetD8), before the copy-back. The copy-back
         and the byte compare then must report a C(data_mismatch) at that offset, which proves that
         the comparison can fail.
+      - In pair mode the destination is on the server - set it there; the client then fails with
+        the server's C(data_mismatch) too.
     type: bool
     default: false
 attributes:
@@ -122,6 +177,9 @@ notes:
     sufficient memlock limit (root has CAP_IPC_LOCK).
   - C(changed) is true only when the helper had to be built.
   - Soft-RoCE (rdma_rxe) is CPU-bound; its port rate is nominal, so C(ratio_port) means little there.
+  - Pair mode - both sides need the same I(size), I(pair_port) and module version (C(pair_mismatch)
+    otherwise). The helper build happens before the exchange, so a first run on a fresh host
+    spends part of I(pair_timeout) compiling.
 requirements:
   - A C compiler and the libibverbs development files on the node (C(build-essential libibverbs-dev)
     on Debian/Ubuntu, C(gcc rdma-core-devel) on the RHEL family).
@@ -156,6 +214,50 @@ EXAMPLES = r"""
     selftest_gpu_only: true
     facts: "{{ ansible_facts.gpudirect }}"
   become: true
+
+# Pair mode, one task on both hosts of a play (hosts: node-a:node-b): Ansible runs it
+# on both at once; node-a listens, node-b writes into node-a's GPU memory from its own.
+# rdma_address is an inventory variable: each host's address on the RDMA network.
+- name: RDMA WRITE from node-b into node-a over the fabric, compare on node-a
+  gpudirect_loopback:
+    facts: "{{ ansible_facts.gpudirect }}"
+    mode: cuda_dmabuf
+    listen: "{{ inventory_hostname == 'node-a' }}"
+    peer: "{{ omit if inventory_hostname == 'node-a' else hostvars['node-a'].rdma_address }}"
+  become: true
+  register: pair
+
+# Pair mode when the two sides cannot share one task (other plays, serial batches):
+# the server in the background, the client, then the server's result.
+- name: Start the pair server on node-a
+  gpudirect_loopback:
+    mode: host
+    rdma_device: mlx5_0
+    listen: true
+    pair_timeout: 300
+  become: true
+  async: 600
+  poll: 0
+  register: pair_server
+  when: inventory_hostname == 'node-a'
+
+- name: Write from node-b into node-a's buffer, measure the bandwidth
+  gpudirect_loopback:
+    mode: host
+    peer: "{{ hostvars['node-a'].rdma_address }}"
+  become: true
+  register: pair_client
+  when: inventory_hostname == 'node-b'
+
+- name: Collect the server's compare
+  ansible.builtin.async_status:
+    jid: "{{ pair_server.ansible_job_id }}"
+  become: true
+  register: pair_verdict
+  until: pair_verdict.finished
+  retries: 60
+  delay: 5
+  when: inventory_hostname == 'node-a'
 """
 
 RETURN = r"""
@@ -264,6 +366,44 @@ would_run:
   description: In check mode, the commands (argument lists) that would run.
   returned: in check mode
   type: list
+pair_role:
+  description: C(server) or C(client) in pair mode, null in loopback.
+  returned: always
+  type: str
+peer:
+  description: The other host of the pair - the client's address as the server saw it, or the server's address.
+  returned: in pair mode
+  type: str
+  sample: 10.99.0.2
+peer_address:
+  description: The address I(peer) resolved to (client side).
+  returned: in pair mode, client side
+  type: str
+pair_port:
+  description: TCP port of the exchange.
+  returned: in pair mode
+  type: int
+local_address:
+  description: This host's address on the TCP connection (the one its GID carries on RoCE).
+  returned: in pair mode, once connected
+  type: str
+gid:
+  description: The GID used on a RoCE port, as C(index), C(type) and C(gid) (sysfs text form).
+  returned: on RoCE, once chosen
+  type: dict
+  sample: {"index": 1, "type": "RoCE v2", "gid": "0000:0000:0000:0000:0000:ffff:0a63:0001"}
+remote_gid:
+  description: The other side's GID (pair mode, RoCE).
+  returned: in pair mode, once connected
+  type: str
+peer_mode:
+  description: The memory mode of the other side (pair mode).
+  returned: in pair mode, once connected
+  type: str
+peer_error:
+  description: The other side's failure code when it failed first (with C(peer_failed) here).
+  returned: in pair mode
+  type: str
 helper:
   description: The helper's own JSON result.
   returned: when the helper ran
@@ -281,8 +421,9 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_loopback_helper import (
     GPU_MODES, HELPER_SOURCE, LoopbackError, build_command, build_failure_hint, check_mode_supported, diagnose,
-    facts_summary, gid_table, helper_paths, live_pci_link, parse_helper_output, path_warnings, pcie_gbps,
-    pick_gid_index, resolve_mode, scan_gpus, scan_port, scan_rdma_devices, select_devices, unwrap_facts)
+    facts_summary, gid_addresses, gid_for_address, gid_table, helper_paths, live_pci_link, parse_helper_output,
+    path_warnings, pcie_gbps, pick_gid_index, resolve_mode, resolve_peer, route_source, scan_gpus, scan_port,
+    scan_rdma_devices, select_devices, unwrap_facts)
 
 ROOT = "/"   # sysfs/procfs root; unit tests point it at a fabricated tree
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
@@ -300,7 +441,11 @@ class Loopback(object):
             "ratio_port": None, "pcie_gbps": None, "ratio_pcie": None, "bandwidth_gbps": None,
             "staged_bandwidth_gbps": None, "speedup": None, "diagnosis": None, "path_warnings": [],
             "helper_path": None, "helper_built": False,
+            "pair_role": "server" if self.p["listen"] else "client" if self.p["peer"] else None,
         }
+        if self.result["pair_role"]:
+            self.result.update(pair_port=self.p["pair_port"], peer=self.p["peer"])
+        self.pair_gid_auto = False
         self.facts = None
         self.devices = []
         self.gpus = []
@@ -329,6 +474,21 @@ class Loopback(object):
                 self.fail("bad_input", "%s must be >= 1, got %d." % (name, p[name]))
         if p["selftest_gpu_only"] and p["rdma_device"]:
             self.fail("bad_input", "selftest_gpu_only uses no RDMA device: leave rdma_device out.")
+        if p["listen"] and p["peer"]:
+            self.fail("bad_input", "listen (the server side) and peer (the client side) exclude each other: give the "
+                      "server listen: true and the client peer: <server address>.")
+        if self.result["pair_role"]:
+            if p["selftest_gpu_only"]:
+                self.fail("bad_input", "selftest_gpu_only moves no data over RDMA: leave listen and peer out.")
+            if not 1 <= p["pair_port"] <= 65535:
+                self.fail("bad_input", "pair_port must be 1..65535, got %d." % p["pair_port"])
+            if p["pair_timeout"] < 1:
+                self.fail("bad_input", "pair_timeout must be >= 1, got %d." % p["pair_timeout"])
+            if p["peer"] is not None and not p["peer"].strip():
+                self.fail("bad_input", "peer is empty: give the server's address, or leave peer out.")
+            if p["peer"] and p["_corrupt_one_byte"]:
+                self.fail("bad_input", "_corrupt_one_byte flips a byte of the destination, which is on the server: "
+                          "set it on the listen side.")
 
     def inventory(self):
         self.facts = unwrap_facts(self.p["facts"])
@@ -338,6 +498,22 @@ class Loopback(object):
         else:
             self.devices = scan_rdma_devices(ROOT)
             self.gpus = scan_gpus(ROOT)
+
+    def peer_route(self):
+        """Client side: the peer's address and this host's address on the route to it."""
+        address = resolve_peer(self.p["peer"].strip(), self.p["pair_port"])
+        self.result["peer_address"] = address
+        self.result["local_address"] = route_source(address, self.p["pair_port"])
+
+    def device_on_route(self):
+        """Client side without rdma_device: the one device whose GIDs carry the route's source address."""
+        source = self.result.get("local_address")
+        if not source or self.p["rdma_device"] or len(self.devices) < 2:
+            return None
+        on_route = [d["name"] for d in self.devices
+                    if any(gid_for_address(gid_table(ROOT, d["name"], port), source)
+                           for port in (d.get("ports") or {}))]
+        return on_route[0] if len(on_route) == 1 else None
 
     def choose(self):
         p = self.p
@@ -351,8 +527,12 @@ class Loopback(object):
             mode, reason = resolve_mode(p["mode"], self.facts, self.gpus, ROOT)
         self.result["mode"] = "selftest_gpu_only" if mode == "selftest" else mode
         self.result["mode_reason"] = reason
+        on_route = self.device_on_route()
         dev, gpu, pair, why = select_devices(self.devices, self.gpus, (self.facts or {}).get("pairs"), mode,
-                                             p["rdma_device"], p["gpu"], p["port"])
+                                             p["rdma_device"] or on_route, p["gpu"], p["port"])
+        if on_route:
+            why = "the device whose GIDs carry %s, this host's address towards peer %s" % (
+                self.result["local_address"], self.result["peer_address"])
         self.pair = pair
         self.result["rdma_device"] = dev["name"] if dev else None
         self.result["gpu"] = gpu["address"] if gpu and mode != "host" else None
@@ -382,6 +562,8 @@ class Loopback(object):
         if (port.get("link_layer") or "") == "Ethernet":
             if p["gid_index"] is not None:
                 self.result["gid_index"] = p["gid_index"]
+            elif self.result["pair_role"]:
+                self.pair_gid(dev, port)
             else:
                 chosen = pick_gid_index(gid_table(ROOT, dev["name"], p["port"]))
                 if chosen is None:
@@ -389,6 +571,29 @@ class Loopback(object):
                         p["port"], dev["name"], port.get("netdev")))
                 self.result["gid_index"] = chosen[0]
                 self.result["gid"] = {"index": chosen[0], "type": chosen[1], "gid": chosen[2]}
+
+    def pair_gid(self, dev, port):
+        """Pair mode on RoCE: the GID that carries this side's address on the TCP connection. The
+        helper chooses it once connected (--gid-index auto); the client checks here that one exists."""
+        p = self.p
+        table = gid_table(ROOT, dev["name"], p["port"])
+        if not table:
+            raise LoopbackError("no_gid", "Port %d of %s (netdev %s) has no populated RoCE GID." % (
+                p["port"], dev["name"], port.get("netdev")))
+        self.pair_gid_auto = True
+        source = self.result.get("local_address")
+        if self.result["pair_role"] != "client" or not source:
+            return
+        chosen = gid_for_address(table, source)
+        if chosen is None:
+            raise LoopbackError("no_gid", "no GID of %s port %d carries %s, the address this host reaches peer %s (%s) "
+                                "from: the RDMA port is not on the peer's subnet (its GIDs carry %s). Give peer as the "
+                                "server's address on the network of %s, name the rdma_device on the peer's network, or "
+                                "set gid_index." % (dev["name"], p["port"], source, p["peer"],
+                                                    self.result["peer_address"],
+                                                    ", ".join(gid_addresses(table)) or "no IP address", dev["name"]))
+        self.result["gid_index"] = chosen[0]
+        self.result["gid"] = {"index": chosen[0], "type": chosen[1], "gid": chosen[2]}
 
     def pcie(self, dev, gpu):
         links = [live_pci_link(ROOT, dev.get("pci_address")) if dev else None]
@@ -407,12 +612,22 @@ class Loopback(object):
             cmd = [binary, "--selftest-gpu-only", "--gpu", gpu["address"]]
         else:
             cmd = [binary, "--mode", mode, "--device", dev["name"], "--port", str(p["port"])]
-            if self.result["gid_index"] is not None:
+            if self.pair_gid_auto:
+                cmd += ["--gid-index", "auto"]
+            elif self.result["gid_index"] is not None:
                 cmd += ["--gid-index", str(self.result["gid_index"])]
             if mode in GPU_MODES:
-                cmd += ["--gpu", gpu["address"], "--staged", "1" if p["staged"] else "0"]
+                cmd += ["--gpu", gpu["address"]]
+                if not self.result["pair_role"]:
+                    cmd += ["--staged", "1" if p["staged"] else "0"]
             cmd += ["--depth", str(p["tx_depth"])]
         cmd += ["--size", str(p["size"]), "--iters", str(p["iterations"]), "--timeout", str(p["timeout"])]
+        if self.result["pair_role"] == "server":
+            cmd += ["--pair-listen"]
+        elif self.result["pair_role"] == "client":
+            cmd += ["--pair-peer", self.result["peer_address"]]
+        if self.result["pair_role"]:
+            cmd += ["--pair-port", str(p["pair_port"]), "--pair-timeout", str(p["pair_timeout"])]
         if p["_corrupt_one_byte"]:
             cmd.append("--corrupt")
         return cmd
@@ -448,6 +663,8 @@ class Loopback(object):
     def run(self):
         self.validate()
         try:
+            if self.result["pair_role"] == "client":
+                self.peer_route()
             self.inventory()
             mode, dev, gpu = self.choose()
             if mode != "selftest":
@@ -482,6 +699,9 @@ class Loopback(object):
                 detail += " (expected here: _corrupt_one_byte flipped one destination byte on purpose)"
             if code == "memlock_too_low" and self.facts:
                 detail += " memlock seen by gpudirect_facts: %s" % (self.facts.get("memlock"),)
+            if code == "data_mismatch" and self.result["pair_role"] == "client" and helper.get("stage") == \
+                    "compare_on_server":
+                detail += " (the server compared; with _corrupt_one_byte on the server this is expected)"
             self.fail(code, detail, rc=rc, stderr=err)
         minimum = self.p["min_ratio_port"]
         if minimum is not None and self.result["ratio_port"] is not None and self.result["ratio_port"] < minimum:
@@ -496,6 +716,8 @@ class Loopback(object):
             if key in helper:
                 r[key] = helper[key]
         r["first_mismatch"] = helper.get("first_mismatch")
+        if r["pair_role"]:
+            self.absorb_pair(helper)
         if mode == "selftest":
             r["dmabuf_exported"] = bool(helper.get("dmabuf_exported"))
             return
@@ -506,6 +728,18 @@ class Loopback(object):
             r["ratio_pcie"] = round(bw / r["pcie_gbps"], 4)
         if bw and r.get("staged_bandwidth_gbps"):
             r["speedup"] = round(bw / r["staged_bandwidth_gbps"], 3)
+
+
+    def absorb_pair(self, helper):
+        r = self.result
+        for key in ("peer", "local_address", "remote_gid", "peer_mode", "peer_error"):
+            if helper.get(key) is not None:
+                r[key] = helper[key]
+        index = helper.get("gid_index")
+        if helper.get("gid") and index is not None and index >= 0:
+            types = dict((entry[0], entry[1]) for entry in gid_table(ROOT, r["rdma_device"], self.p["port"]))
+            r["gid_index"] = index
+            r["gid"] = {"index": index, "type": types.get(index), "gid": helper["gid"]}
 
 
 def main():
@@ -525,6 +759,10 @@ def main():
             min_ratio_port=dict(type="float"),
             helper_dir=dict(type="path", default="/var/lib/gpudirect/loopback"),
             selftest_gpu_only=dict(type="bool", default=False),
+            listen=dict(type="bool", default=False),
+            peer=dict(type="str"),
+            pair_port=dict(type="int", default=18516),
+            pair_timeout=dict(type="int", default=120),
             _corrupt_one_byte=dict(type="bool", default=False),
         ),
         supports_check_mode=True,

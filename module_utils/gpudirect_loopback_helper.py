@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 
 from ansible.module_utils.gpudirect_pci import (normalize_pci_address, parse_link_speed, parse_link_width,
                                                 pci_address_key, pci_address_of, read_text, root_path)
@@ -36,19 +37,26 @@ HELPER_SOURCE = r'''/* gpudirect_loopback helper: RDMA WRITE loopback through on
  * Ansible module with: cc -O2 -o helper helper.c -libverbs -ldl
  * libcuda.so.1 is opened at run time; no CUDA headers are needed. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-#define HELPER_VERSION 1
+#define HELPER_VERSION 2   /* 2: pair mode; both sides of a pair must run the same version */
 
 /* ---- CUDA driver API subset (declared here: no cuda.h needed) ---- */
 typedef int CUresult;
@@ -269,7 +277,15 @@ static struct {
     int corrupt;
     double timeout;
     int selftest;
-} opt = {"host", NULL, 1, -1, NULL, 1 << 20, 100, 128, 1, 0, 60.0, 0};
+    int pair;               /* 0: loopback; PAIR_SERVER (target) or PAIR_CLIENT (initiator) */
+    const char *peer;       /* client: the server's address */
+    int pair_port;          /* TCP port of the out-of-band exchange */
+    double pair_timeout;    /* server: wait for the client; client: keep trying to connect */
+    int gid_auto;           /* --gid-index auto: the GID that carries this side's TCP address */
+} opt = {"host", NULL, 1, -1, NULL, 1 << 20, 100, 128, 1, 0, 60.0, 0, 0, NULL, 18516, 120.0, 0};
+
+#define PAIR_SERVER 1
+#define PAIR_CLIENT 2
 
 /* ---- state released in cleanup() ---- */
 static struct ibv_device **dev_list;
@@ -414,7 +430,10 @@ static int reg_fail(const char *stage, const char *what)
     return fail("verbs_error", stage, e, "%s: %s", what, strerror(e));
 }
 
-static int connect_self(struct ibv_port_attr *pa, union ibv_gid *gid)
+/* INIT -> RTR -> RTS towards (dqpn, dlid, dgid): the QP itself in loopback, the
+ * other host's QP in pair mode. */
+static int connect_qp(enum ibv_mtu mtu, uint32_t dqpn, uint16_t dlid, union ibv_gid *dgid,
+                      uint32_t rq_psn, uint32_t sq_psn)
 {
     struct ibv_qp_attr a;
     int rc;
@@ -427,16 +446,16 @@ static int connect_self(struct ibv_port_attr *pa, union ibv_gid *gid)
         return fail("verbs_error", "modify_qp_init", rc, "QP to INIT: %s", strerror(rc));
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = pa->active_mtu;
-    a.dest_qp_num = qp->qp_num;   /* connected to itself: loopback through the port */
-    a.rq_psn = 0;
+    a.path_mtu = mtu;
+    a.dest_qp_num = dqpn;
+    a.rq_psn = rq_psn;
     a.max_dest_rd_atomic = 1;
     a.min_rnr_timer = 12;
     a.ah_attr.port_num = (uint8_t)opt.port;
-    a.ah_attr.dlid = pa->lid;
+    a.ah_attr.dlid = dlid;
     if (opt.gid_index >= 0) {
         a.ah_attr.is_global = 1;
-        a.ah_attr.grh.dgid = *gid;
+        a.ah_attr.grh.dgid = *dgid;
         a.ah_attr.grh.sgid_index = (uint8_t)opt.gid_index;
         a.ah_attr.grh.hop_limit = 64;
     }
@@ -448,7 +467,7 @@ static int connect_self(struct ibv_port_attr *pa, union ibv_gid *gid)
     a.timeout = 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
-    a.sq_psn = 0;
+    a.sq_psn = sq_psn;
     a.max_rd_atomic = 1;
     if ((rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                         IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)))
@@ -456,11 +475,595 @@ static int connect_self(struct ibv_port_attr *pa, union ibv_gid *gid)
     return 0;
 }
 
+static int connect_self(struct ibv_port_attr *pa, union ibv_gid *gid)
+{
+    /* connected to itself: loopback through the port */
+    return connect_qp(pa->active_mtu, qp->qp_num, pa->lid, gid, 0, 0);
+}
+
+/* Register the cuMemAlloc buffer (dptr) with the NIC the way opt.mode says. */
+static struct ibv_mr *reg_gpu(size_t alloc, int access)
+{
+    struct ibv_mr *mr;
+    if (!strcmp(opt.mode, "cuda_peermem")) {
+        mr = ibv_reg_mr(pd, (void *)(uintptr_t)dptr, alloc, access);
+        if (!mr) {
+            int e = errno;
+            if (e == ENOMEM)
+                reg_fail("ibv_reg_mr_gpu", "ibv_reg_mr on cuMemAlloc memory");
+            else
+                fail("peermem_not_loaded", "ibv_reg_mr_gpu", e,
+                     "ibv_reg_mr on GPU memory failed: %s (no peer-memory client: nvidia_peermem not loaded, "
+                     "or built without MLNX_OFED peer-memory support)", strerror(e));
+        }
+        return mr;
+    }
+    reg_dmabuf_fn reg_dmabuf = (reg_dmabuf_fn)dlsym(RTLD_DEFAULT, "ibv_reg_dmabuf_mr");
+    if (!reg_dmabuf) {
+        fail("dmabuf_unsupported", "ibv_reg_dmabuf_mr", 0, "libibverbs has no ibv_reg_dmabuf_mr (rdma-core < 34)");
+        return NULL;
+    }
+    if (export_dmabuf(alloc))
+        return NULL;
+    mr = reg_dmabuf(pd, 0, alloc, (uint64_t)dptr, dmabuf_fd, access);
+    if (!mr) {
+        int e = errno;
+        if (e == ENOMEM)
+            reg_fail("ibv_reg_dmabuf_mr", "ibv_reg_dmabuf_mr on the GPU dma-buf");
+        else
+            fail("dmabuf_unsupported", "ibv_reg_dmabuf_mr", e,
+                 "ibv_reg_dmabuf_mr failed: %s (the RDMA driver or kernel cannot import dma-buf)", strerror(e));
+    }
+    return mr;
+}
+
+/* After the write of B over A: optionally flip one byte (--corrupt), copy the
+ * destination back (GPU memory with cuMemcpyDtoH, never a CPU mapping) and
+ * compare every byte. Fails with pattern_not_overwritten or data_mismatch. */
+static int verify_destination(int gpu_mode, struct cmp *c)
+{
+    size_t off = opt.size / 2 + (opt.size > 1 ? 1 : 0);
+    if (off >= opt.size)
+        off = opt.size - 1;
+    if (opt.corrupt) {   /* flip one bit of one destination byte after the transfer */
+        if (gpu_mode)
+            cu.MemsetD8(dptr + off, (unsigned char)(pat_b(off) ^ 1), 1);
+        else
+            dst_host[off] ^= 1;
+    }
+    if (gpu_mode) {
+        CUresult r = cu.MemcpyDtoH(check_buf, dptr, opt.size);   /* never a CPU mapping */
+        if (r)
+            return fail("cuda_error", "copy_back", 0, "cuMemcpyDtoH: %s", cuerr(r));
+        compare(check_buf, opt.size, c);
+    } else {
+        compare(dst_host, opt.size, c);
+    }
+    if (c->mismatches)
+        return fail(c->old_pattern == c->mismatches ? "pattern_not_overwritten" : "data_mismatch", "compare", 0,
+                    "%zu of %zu bytes differ, first at offset %lld (got 0x%02x, sent 0x%02x); %zu still hold the old pattern",
+                    c->mismatches, c->compared, c->first, c->got, c->expected, c->old_pattern);
+    return 0;
+}
+
+/* iters writes of size, depth outstanding, signal every cq_mod */
+static int measure_bandwidth(void *laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey, double *bw, double *elapsed)
+{
+    struct ibv_wc wc[16];
+    long posted = 0, completed = 0;
+    int cq_mod = opt.depth >= 2 ? opt.depth / 2 : 1;
+    if (cq_mod > 64)
+        cq_mod = 64;
+    double t0 = now_s(), deadline = t0 + opt.timeout;
+    while (completed < opt.iters) {
+        while (posted < opt.iters && posted - completed < opt.depth) {
+            int sig = ((posted + 1) % cq_mod == 0) || posted + 1 == opt.iters;
+            if (post_write(laddr, lkey, raddr, rkey, opt.size, (uint64_t)(posted + 1), sig))
+                return -1;
+            posted++;
+        }
+        int n = ibv_poll_cq(cq, 16, wc);
+        if (n < 0)
+            return fail("verbs_error", "ibv_poll_cq", 0, "ibv_poll_cq failed");
+        for (int i = 0; i < n; i++) {
+            if (wc[i].status != IBV_WC_SUCCESS)
+                return fail("completion_error", "write_bandwidth", 0, "work completion status %d: %s (vendor_err 0x%x)",
+                            wc[i].status, ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+            completed = (long)wc[i].wr_id;
+        }
+        if (n == 0 && now_s() > deadline)
+            return fail("completion_timeout", "write_bandwidth", 0, "%ld of %ld writes completed within %.0f s",
+                        completed, opt.iters, opt.timeout);
+    }
+    *elapsed = now_s() - t0;
+    *bw = opt.size * (double)opt.iters * 8 / *elapsed / 1e9;
+    return 0;
+}
+
+/* ---- pair mode: an RC QP to the helper on another host; connection data over TCP ----
+ * The server (target) owns the destination: it fills it with pattern A, publishes
+ * its address and rkey, and after the client's write copies it back and compares
+ * every byte (its compare is the verdict). The client (initiator) writes pattern B
+ * from its source, then measures the bandwidth. One text line per message:
+ *   both:   GDRPAIR <version> <role> <qpn> <psn> <lid> <gid hex> <mtu> <addr hex> <rkey hex> <size> <iters> <mode>
+ *   server: READY                    its QP is connected: the client may write
+ *   client: WRITTEN                  the correctness write completed
+ *   server: VERDICT <ok> <compared> <mismatches> <first> <got> <expected> <old_pattern>
+ *   client: DONE <gbps> <elapsed_s>  after the bandwidth writes
+ *   either: ERROR <code> <stage> <detail>   instead of its next message, then it exits */
+struct conn {
+    int version, mtu;
+    char role[16], mode[16];
+    unsigned qpn, psn, lid, rkey;
+    unsigned long long addr, size;
+    long iters;
+    union ibv_gid gid;
+};
+
+static int sock_fd = -1;
+static struct sockaddr_storage local_sa;
+static char peer_text[INET6_ADDRSTRLEN];    /* the other side's address on the TCP connection */
+static char local_text[INET6_ADDRSTRLEN];   /* this side's address on it */
+static char local_gid_text[40], remote_gid_text[40];
+static struct conn remote;
+static int remote_known;
+static char rbuf[2048];
+static size_t rlen;
+static int peer_told;                       /* the other side knows the outcome already: no ERROR line */
+static char peer_error[48];                 /* the other side's failure code */
+
+static const char *own_role(void) { return opt.pair == PAIR_SERVER ? "server" : "client"; }
+static const char *other_role(void) { return opt.pair == PAIR_SERVER ? "client" : "server"; }
+
+static void addr_text(const struct sockaddr *sa, char *buf, size_t n)
+{
+    const void *a = &((const struct sockaddr_in *)sa)->sin_addr;
+    int family = sa->sa_family;
+    if (family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        a = &s6->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {   /* an IPv4 client of a dual-stack server */
+            a = &s6->sin6_addr.s6_addr[12];
+            family = AF_INET;
+        }
+    }
+    if (!inet_ntop(family, a, buf, (socklen_t)n))
+        snprintf(buf, n, "?");
+}
+
+static void gid_text(const union ibv_gid *g, char *buf, size_t n)
+{
+    const uint8_t *r = g->raw;
+    snprintf(buf, n, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", r[0], r[1], r[2], r[3],
+             r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+}
+
+static int send_line(const char *stage, const char *fmt, ...)
+{
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return fail("peer_protocol", stage, 0, "cannot format a message");
+    if ((size_t)n >= sizeof(line)) {   /* cut, but keep it one line */
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    for (int off = 0; off < n;) {
+        ssize_t w = send(sock_fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return fail("peer_lost", stage, errno, "sending to the %s (%s) during %s: %s", other_role(), peer_text,
+                        stage, strerror(errno));
+        off += (int)w;
+    }
+    return 0;
+}
+
+static int recv_line(char *line, size_t n, double deadline, const char *stage)
+{
+    for (;;) {
+        char *nl = memchr(rbuf, '\n', rlen);
+        if (nl) {
+            size_t len = (size_t)(nl - rbuf), keep = len < n - 1 ? len : n - 1;
+            memcpy(line, rbuf, keep);
+            line[keep] = 0;
+            memmove(rbuf, nl + 1, rlen - len - 1);
+            rlen -= len + 1;
+            return 0;
+        }
+        if (rlen == sizeof(rbuf))
+            return fail("peer_protocol", stage, 0, "a line longer than %zu bytes from %s", sizeof(rbuf), peer_text);
+        double left = deadline - now_s();
+        if (left <= 0)
+            return fail("pair_timeout", stage, 0, "no word from the %s (%s) within %.0f s (this side at stage %s)",
+                        other_role(), peer_text, opt.pair_timeout + opt.timeout, stage);
+        struct pollfd p = {.fd = sock_fd, .events = POLLIN};
+        if (poll(&p, 1, left > 1 ? 1000 : (int)(left * 1000) + 1) <= 0)
+            continue;
+        ssize_t got = recv(sock_fd, rbuf + rlen, sizeof(rbuf) - rlen, 0);
+        if (got == 0)
+            return fail("peer_lost", stage, 0, "the %s (%s) closed the connection (this side at stage %s): "
+                        "it failed or was stopped; its own result says why", other_role(), peer_text, stage);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (got < 0)
+            return fail("peer_lost", stage, errno, "receiving from the %s (%s) during %s: %s", other_role(), peer_text,
+                        stage, strerror(errno));
+        rlen += (size_t)got;
+    }
+}
+
+/* The next line must start with word; an ERROR line from the other side fails as peer_failed. */
+static int expect(const char *word, char *line, size_t n, double deadline, const char *stage)
+{
+    size_t k = strlen(word);
+    if (recv_line(line, n, deadline, stage))
+        return -1;
+    if (!strncmp(line, "ERROR ", 6)) {
+        char code[48] = "", where[48] = "";
+        int used = 0;
+        if (sscanf(line + 6, "%47s %47s %n", code, where, &used) < 2)
+            used = 0;
+        snprintf(peer_error, sizeof(peer_error), "%s", code);
+        peer_told = 1;
+        return fail("peer_failed", stage, 0, "the %s (%s) failed at its stage %s: [%s] %s", other_role(), peer_text,
+                    where, code, used ? line + 6 + used : "");
+    }
+    if (strncmp(line, word, k) || (line[k] != ' ' && line[k] != 0))
+        return fail("peer_protocol", stage, 0, "expected %s from %s, got \"%.80s\"", word, peer_text, line);
+    return 0;
+}
+
+static int listen_socket(int family)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int one = 1, zero = 0, fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&ss, 0, sizeof(ss));
+    if (family == AF_INET6) {   /* dual stack: IPv4 clients arrive as ::ffff:a.b.c.d */
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_any;
+        a->sin6_port = htons((uint16_t)opt.pair_port);
+        len = sizeof(*a);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        a->sin_port = htons((uint16_t)opt.pair_port);
+        len = sizeof(*a);
+    }
+    if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 1)) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static int pair_accept(double deadline)
+{
+    int fd = listen_socket(AF_INET6);
+    if (fd < 0 && errno != EADDRINUSE && errno != EACCES)
+        fd = listen_socket(AF_INET);   /* a host without IPv6 */
+    if (fd < 0) {
+        int e = errno;
+        if (e == EADDRINUSE || e == EACCES)
+            return fail("pair_port_in_use", "listen", e, "cannot listen on TCP port %d: %s", opt.pair_port, strerror(e));
+        return fail("pair_socket_error", "listen", e, "cannot listen on TCP port %d: %s", opt.pair_port, strerror(e));
+    }
+    while (sock_fd < 0) {
+        double left = deadline - now_s();
+        if (left <= 0) {
+            close(fd);
+            return fail("pair_timeout", "accept", 0, "no pair client connected to TCP port %d within %.0f s",
+                        opt.pair_port, opt.pair_timeout);
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left > 1 ? 1000 : (int)(left * 1000) + 1) <= 0)
+            continue;
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof(from);
+        int c = accept(fd, (struct sockaddr *)&from, &fl);
+        if (c < 0)
+            continue;
+        sock_fd = c;
+        addr_text((struct sockaddr *)&from, peer_text, sizeof(peer_text));
+    }
+    close(fd);   /* one client per run */
+    return 0;
+}
+
+static int pair_connect(double deadline)
+{
+    struct addrinfo hints, *res = NULL, *ai;
+    char port[16];
+    int r, last = 0, attempts = 0;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(port, sizeof(port), "%d", opt.pair_port);
+    if ((r = getaddrinfo(opt.peer, port, &hints, &res)))
+        return fail("peer_unreachable", "getaddrinfo", 0, "cannot resolve the server address %s: %s", opt.peer,
+                    gai_strerror(r));
+    snprintf(peer_text, sizeof(peer_text), "%s", opt.peer);
+    while (sock_fd < 0) {
+        for (ai = res; ai && sock_fd < 0; ai = ai->ai_next) {
+            int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (fd < 0) {
+                last = errno;
+                continue;
+            }
+            attempts++;
+            int e = connect(fd, ai->ai_addr, ai->ai_addrlen) ? errno : 0;
+            if (e == EINPROGRESS) {
+                struct pollfd p = {.fd = fd, .events = POLLOUT};
+                double left = deadline - now_s();
+                socklen_t l = sizeof(e);
+                if (poll(&p, 1, left > 5 ? 5000 : left > 0 ? (int)(left * 1000) + 1 : 1) == 1)
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l);
+                else
+                    e = ETIMEDOUT;
+            }
+            if (e) {
+                last = e;
+                close(fd);
+                continue;
+            }
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+            sock_fd = fd;
+            addr_text(ai->ai_addr, peer_text, sizeof(peer_text));
+        }
+        /* refused or unanswered: the server may still be building its helper; no route: give up */
+        if (sock_fd < 0 && (last == ENETUNREACH || now_s() >= deadline)) {
+            freeaddrinfo(res);
+            return fail("peer_unreachable", "connect", last, "no pair server answered at %s TCP port %d within %.0f s "
+                        "(%d attempts, last: %s)", opt.peer, opt.pair_port, opt.pair_timeout, attempts, strerror(last));
+        }
+        if (sock_fd < 0)
+            usleep(250000);
+    }
+    freeaddrinfo(res);
+    return 0;
+}
+
+static int gid_is_v2(int index)
+{
+    char path[256], type[64] = "";
+    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d", opt.device, opt.port, index);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (!fgets(type, sizeof(type), f))
+        type[0] = 0;
+    fclose(f);
+    return strstr(type, "v2") != NULL;
+}
+
+/* --gid-index auto: the GID that carries this side's address on the TCP connection
+ * (RoCE v2 first): the RDMA traffic then takes the network the exchange took. */
+static int gid_for_tcp_address(struct ibv_port_attr *pa, union ibv_gid *gid)
+{
+    union ibv_gid want, g;
+    int first = -1, v2 = -1;
+    memset(&want, 0, sizeof(want));
+    if (local_sa.ss_family == AF_INET) {
+        want.raw[10] = want.raw[11] = 0xff;
+        memcpy(&want.raw[12], &((struct sockaddr_in *)&local_sa)->sin_addr, 4);
+    } else {   /* IPv6, or IPv4 as ::ffff:a.b.c.d, which is the GID form already */
+        memcpy(want.raw, &((struct sockaddr_in6 *)&local_sa)->sin6_addr, 16);
+    }
+    for (int i = 0; i < pa->gid_tbl_len && v2 < 0; i++) {
+        if (ibv_query_gid(ctx, (uint8_t)opt.port, i, &g) || memcmp(&g, &want, sizeof(g)))
+            continue;
+        if (first < 0)
+            first = i;
+        if (gid_is_v2(i))
+            v2 = i;
+    }
+    if (first < 0)
+        return fail("no_gid", "gid_for_peer", 0, "no GID of %s port %d carries %s, this host's address on the TCP "
+                    "connection to the %s (%s): the RDMA port is not on the network the pair was connected through. "
+                    "The client's peer must be the server's address on the network of the RDMA ports (or set gid_index "
+                    "on both sides)", opt.device, opt.port, local_text, other_role(), peer_text);
+    opt.gid_index = v2 >= 0 ? v2 : first;
+    *gid = want;
+    return 0;
+}
+
+static int send_conn(struct ibv_port_attr *pa, union ibv_gid *gid, uint32_t psn, uint64_t addr, uint32_t rkey)
+{
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", gid->raw[i]);
+    return send_line("exchange", "GDRPAIR %d %s %u %u %u %s %d %llx %x %zu %ld %s\n", HELPER_VERSION, own_role(),
+                     qp->qp_num, psn, (unsigned)pa->lid, hex, (int)pa->active_mtu, (unsigned long long)addr, rkey,
+                     opt.size, opt.iters, opt.mode);
+}
+
+static int recv_conn(struct conn *c, double deadline)
+{
+    char line[512], hex[40];
+    if (expect("GDRPAIR", line, sizeof(line), deadline, "exchange"))
+        return -1;
+    if (sscanf(line, "GDRPAIR %d %15s %u %u %u %39s %d %llx %x %llu %ld %15s", &c->version, c->role, &c->qpn, &c->psn,
+               &c->lid, hex, &c->mtu, &c->addr, &c->rkey, &c->size, &c->iters, c->mode) != 12 || strlen(hex) != 32)
+        return fail("peer_protocol", "exchange", 0, "cannot read the connection data from %s: \"%.80s\"", peer_text, line);
+    for (int i = 0; i < 16; i++) {
+        unsigned b;
+        if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+            return fail("peer_protocol", "exchange", 0, "bad GID %s from %s", hex, peer_text);
+        c->gid.raw[i] = (uint8_t)b;
+    }
+    remote_known = 1;
+    gid_text(&c->gid, remote_gid_text, sizeof(remote_gid_text));
+    if (c->version != HELPER_VERSION)
+        return fail("pair_mismatch", "exchange", 0, "the %s (%s) runs helper version %d, this side version %d",
+                    other_role(), peer_text, c->version, HELPER_VERSION);
+    if (strcmp(c->role, other_role()))
+        return fail("peer_protocol", "exchange", 0, "the other side (%s) is a %s too", peer_text, c->role);
+    if (c->size != opt.size)
+        return fail("pair_mismatch", "exchange", 0, "the %s (%s) was started with size %llu, this side with %zu",
+                    other_role(), peer_text, c->size, opt.size);
+    if (c->mtu < IBV_MTU_256 || c->mtu > IBV_MTU_4096)
+        return fail("peer_protocol", "exchange", 0, "bad MTU code %d from %s", c->mtu, peer_text);
+    return 0;
+}
+
+/* A failed or missing completion towards another host: say which path it was. */
+static int pair_path_hint(void)
+{
+    size_t used = strlen(err_detail);
+    if (err_code && (!strcmp(err_code, "completion_error") || !strcmp(err_code, "completion_timeout")))
+        snprintf(err_detail + used, sizeof(err_detail) - used,
+                 "; pair path: %s port %d GID %s (index %d) -> %s GID %s QP %u: the two ports must reach each other "
+                 "(same subnet or a route between them, UDP port 4791 open, same MTU)", opt.device, opt.port,
+                 local_gid_text[0] ? local_gid_text : "-", opt.gid_index, peer_text,
+                 remote_gid_text[0] ? remote_gid_text : "-", remote.qpn);
+    return -1;
+}
+
+static int pair_run(struct ibv_port_attr *pa, union ibv_gid *gid, int gpu_mode, size_t alloc, struct cmp *c,
+                    double *bw, double *elapsed)
+{
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, one = 1;
+    uint64_t addr = 0;
+    uint32_t rkey = 0, lkey = 0, psn;
+    void *laddr = NULL;
+    char line[512];
+    double wait = opt.pair_timeout + opt.timeout;
+    socklen_t sl = sizeof(local_sa);
+    CUresult r;
+
+    srand48((long)getpid() ^ (long)time(NULL));
+    psn = (uint32_t)lrand48() & 0xffffff;
+    if (!(check_buf = host_alloc(opt.size)))
+        return fail("host_memory", "alloc", ENOMEM, "cannot allocate %zu bytes of host memory", opt.size);
+    if (opt.pair == PAIR_SERVER) {   /* the destination, holding pattern A */
+        if (!gpu_mode) {
+            if (!(dst_host = host_alloc(alloc)))
+                return fail("host_memory", "alloc", ENOMEM, "cannot allocate %zu bytes of host memory", alloc);
+            fill(dst_host, opt.size, 0);
+            if (!(dst_mr = ibv_reg_mr(pd, dst_host, alloc, access)))
+                return reg_fail("ibv_reg_mr_host", "registering the host destination buffer");
+            addr = (uintptr_t)dst_host;
+        } else {
+            fill(check_buf, opt.size, 0);
+            if ((r = cu.MemcpyHtoD(dptr, check_buf, opt.size)))
+                return fail("cuda_error", "fill_a", 0, "%s", cuerr(r));
+            if (!(dst_mr = reg_gpu(alloc, access)))
+                return -1;
+            addr = (uint64_t)dptr;
+        }
+        rkey = dst_mr->rkey;
+        if (pair_accept(now_s() + opt.pair_timeout))
+            return -1;
+    } else {   /* the source, holding pattern B */
+        if (!gpu_mode) {
+            if (!(src_buf = host_alloc(opt.size)))
+                return fail("host_memory", "alloc", ENOMEM, "cannot allocate %zu bytes of host memory", opt.size);
+            fill(src_buf, opt.size, 1);
+            if (!(src_mr = ibv_reg_mr(pd, src_buf, opt.size, IBV_ACCESS_LOCAL_WRITE)))
+                return reg_fail("ibv_reg_mr_host", "registering the host source buffer");
+            laddr = src_buf;
+        } else {
+            fill(check_buf, opt.size, 1);
+            if ((r = cu.MemcpyHtoD(dptr, check_buf, opt.size)))
+                return fail("cuda_error", "fill_b", 0, "%s", cuerr(r));
+            if (!(src_mr = reg_gpu(alloc, IBV_ACCESS_LOCAL_WRITE)))
+                return -1;
+            laddr = (void *)(uintptr_t)dptr;
+        }
+        lkey = src_mr->lkey;
+        if (pair_connect(now_s() + opt.pair_timeout))
+            return -1;
+    }
+    setsockopt(sock_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (getsockname(sock_fd, (struct sockaddr *)&local_sa, &sl) == 0)
+        addr_text((struct sockaddr *)&local_sa, local_text, sizeof(local_text));
+    if (opt.gid_auto && gid_for_tcp_address(pa, gid))
+        return -1;
+    if (opt.gid_index >= 0)
+        gid_text(gid, local_gid_text, sizeof(local_gid_text));
+    if (send_conn(pa, gid, psn, addr, rkey) || recv_conn(&remote, now_s() + wait))
+        return -1;
+    enum ibv_mtu mtu = remote.mtu < (int)pa->active_mtu ? (enum ibv_mtu)remote.mtu : pa->active_mtu;
+    if (connect_qp(mtu, remote.qpn, (uint16_t)remote.lid, &remote.gid, remote.psn, psn))
+        return -1;
+
+    if (opt.pair == PAIR_SERVER) {
+        if (send_line("ready", "READY\n") || expect("WRITTEN", line, sizeof(line), now_s() + wait, "wait_write"))
+            return -1;
+        int bad = verify_destination(gpu_mode, c);
+        if (bad && !c->compared)
+            return -1;   /* no compare (copy-back failed): the ERROR line tells the client */
+        if (send_line("verdict", "VERDICT %d %zu %zu %lld %d %d %zu\n", !bad, c->compared, c->mismatches, c->first,
+                      c->got, c->expected, c->old_pattern))
+            return -1;
+        if (bad) {
+            peer_told = 1;
+            return -1;
+        }
+        if (expect("DONE", line, sizeof(line), now_s() + wait, "wait_done"))
+            return -1;
+        if (sscanf(line, "DONE %lf %lf", bw, elapsed) != 2)
+            return fail("peer_protocol", "wait_done", 0, "bad DONE line from %s: \"%.80s\"", peer_text, line);
+        return 0;
+    }
+    if (expect("READY", line, sizeof(line), now_s() + wait, "wait_ready"))
+        return -1;
+    if (post_write(laddr, lkey, remote.addr, remote.rkey, opt.size, 1, 1) || wait_one("write_correctness"))
+        return pair_path_hint();
+    if (send_line("written", "WRITTEN\n") || expect("VERDICT", line, sizeof(line), now_s() + wait, "wait_verdict"))
+        return -1;
+    int ok = 0;
+    if (sscanf(line, "VERDICT %d %zu %zu %lld %d %d %zu", &ok, &c->compared, &c->mismatches, &c->first, &c->got,
+               &c->expected, &c->old_pattern) != 7)
+        return fail("peer_protocol", "wait_verdict", 0, "bad VERDICT line from %s: \"%.80s\"", peer_text, line);
+    if (!ok) {
+        peer_told = 1;
+        return fail(c->mismatches && c->old_pattern == c->mismatches ? "pattern_not_overwritten" : "data_mismatch",
+                    "compare_on_server", 0, "the server (%s) copied back what arrived: %zu of %zu bytes differ, first at "
+                    "offset %lld (got 0x%02x, sent 0x%02x); %zu still hold the old pattern", peer_text, c->mismatches,
+                    c->compared, c->first, c->got, c->expected, c->old_pattern);
+    }
+    if (measure_bandwidth(laddr, lkey, remote.addr, remote.rkey, bw, elapsed))
+        return pair_path_hint();
+    return send_line("done", "DONE %.6f %.6f\n", *bw, *elapsed);
+}
+
+/* Tell the other side why this side stops (unless it knows), then hang up. */
+static void pair_close(void)
+{
+    if (sock_fd < 0)
+        return;
+    if (err_code && !peer_told) {
+        char detail[sizeof(err_detail)];
+        snprintf(detail, sizeof(detail), "%s", err_detail);
+        for (char *p = detail; *p; p++)
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
+        send_line("error", "ERROR %s %s %s\n", err_code, err_stage[0] ? err_stage : "-", detail);
+    }
+    close(sock_fd);
+    sock_fd = -1;
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: helper --device NAME [--port N] [--gid-index N] [--mode host|cuda_peermem|cuda_dmabuf]\n"
                     "              [--gpu BUSID] [--size BYTES] [--iters N] [--depth N] [--staged 0|1]\n"
-                    "              [--corrupt] [--timeout S] | --selftest-gpu-only --gpu BUSID [...]\n");
+                    "              [--corrupt] [--timeout S] | --selftest-gpu-only --gpu BUSID [...]\n"
+                    "  pair mode:  (--pair-listen | --pair-peer HOST) [--pair-port N] [--pair-timeout S]\n"
+                    "              [--gid-index N|auto] and the options above\n");
     return 2;
 }
 
@@ -548,14 +1151,20 @@ int main(int argc, char **argv)
         {"mode", 1, 0, 'm'}, {"device", 1, 0, 'd'}, {"port", 1, 0, 'p'}, {"gid-index", 1, 0, 'x'},
         {"gpu", 1, 0, 'g'}, {"size", 1, 0, 's'}, {"iters", 1, 0, 'n'}, {"depth", 1, 0, 't'},
         {"staged", 1, 0, 'S'}, {"corrupt", 0, 0, 'C'}, {"timeout", 1, 0, 'T'},
-        {"selftest-gpu-only", 0, 0, 'G'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
-    int c;
+        {"selftest-gpu-only", 0, 0, 'G'}, {"version", 0, 0, 'V'}, {"pair-listen", 0, 0, 'L'},
+        {"pair-peer", 1, 0, 'P'}, {"pair-port", 1, 0, 'O'}, {"pair-timeout", 1, 0, 'W'}, {0, 0, 0, 0}};
+    int c, both_roles = 0;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
         case 'm': opt.mode = optarg; break;
         case 'd': opt.device = optarg; break;
         case 'p': opt.port = atoi(optarg); break;
-        case 'x': opt.gid_index = atoi(optarg); break;
+        case 'x':
+            if (!strcmp(optarg, "auto"))
+                opt.gid_auto = 1;
+            else
+                opt.gid_index = atoi(optarg);
+            break;
         case 'g': opt.gpu = optarg; break;
         case 's': opt.size = strtoull(optarg, NULL, 0); break;
         case 'n': opt.iters = strtol(optarg, NULL, 0); break;
@@ -564,6 +1173,10 @@ int main(int argc, char **argv)
         case 'C': opt.corrupt = 1; break;
         case 'T': opt.timeout = atof(optarg); break;
         case 'G': opt.selftest = 1; break;
+        case 'L': both_roles |= opt.pair == PAIR_CLIENT; opt.pair = PAIR_SERVER; break;
+        case 'P': both_roles |= opt.pair == PAIR_SERVER; opt.pair = PAIR_CLIENT; opt.peer = optarg; break;
+        case 'O': opt.pair_port = atoi(optarg); break;
+        case 'W': opt.pair_timeout = atof(optarg); break;
         case 'V': printf("{\"helper_version\":%d}\n", HELPER_VERSION); return 0;
         default: return usage();
         }
@@ -579,6 +1192,16 @@ int main(int argc, char **argv)
         fail("bad_input", "arguments", 0, "--device NAME is needed");
     else if (gpu_mode && strcmp(opt.mode, "cuda_peermem") && strcmp(opt.mode, "cuda_dmabuf"))
         fail("bad_input", "arguments", 0, "unknown mode %s", opt.mode);
+    else if (both_roles)
+        fail("bad_input", "arguments", 0, "--pair-listen (server) and --pair-peer (client) exclude each other");
+    else if (opt.pair && opt.selftest)
+        fail("bad_input", "arguments", 0, "pair mode and --selftest-gpu-only exclude each other");
+    else if (opt.pair == PAIR_CLIENT && opt.corrupt)
+        fail("bad_input", "arguments", 0, "--corrupt flips a destination byte: give it to the server (--pair-listen)");
+    else if (opt.gid_auto && !opt.pair)
+        fail("bad_input", "arguments", 0, "--gid-index auto needs pair mode (the GID of the TCP connection's address)");
+    else if (opt.pair && (opt.pair_port < 1 || opt.pair_port > 65535 || opt.pair_timeout <= 0))
+        fail("bad_input", "arguments", 0, "--pair-port must be 1..65535 and --pair-timeout > 0");
 
     if (!err_code && opt.selftest) {
         selftest_gpu();
@@ -636,7 +1259,9 @@ int main(int argc, char **argv)
         fail("port_down", "ibv_query_port", 0, "port %d of %s is %s, not ACTIVE", opt.port, opt.device, port_state);
         goto report;
     }
-    if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && opt.gid_index < 0) {
+    if (pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+        opt.gid_auto = 0;   /* InfiniBand: LID routing, no GRH */
+    if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && opt.gid_index < 0 && !opt.gid_auto) {
         fail("no_gid", "gid", 0, "RoCE port needs a GID index (none populated?)");
         goto report;
     }
@@ -678,6 +1303,10 @@ int main(int argc, char **argv)
             goto report;
         }
     }
+    if (opt.pair) {   /* the other end of the QP is on another host */
+        pair_run(&pa, &gid, gpu_mode, alloc, &cmpres, &bw, &elapsed);
+        goto report;
+    }
     if (!(src_buf = host_alloc(opt.size)) || !(check_buf = host_alloc(opt.size))) {
         fail("host_memory", "alloc", ENOMEM, "cannot allocate %zu bytes of host memory", opt.size);
         goto report;
@@ -706,37 +1335,8 @@ int main(int argc, char **argv)
             fail("cuda_error", "fill_a", 0, "%s", cuerr(r));
             goto report;
         }
-        if (!strcmp(opt.mode, "cuda_peermem")) {
-            dst_mr = ibv_reg_mr(pd, (void *)(uintptr_t)dptr, alloc, access);
-            if (!dst_mr) {
-                int e = errno;
-                if (e == ENOMEM)
-                    reg_fail("ibv_reg_mr_gpu", "ibv_reg_mr on cuMemAlloc memory");
-                else
-                    fail("peermem_not_loaded", "ibv_reg_mr_gpu", e,
-                         "ibv_reg_mr on GPU memory failed: %s (no peer-memory client: nvidia_peermem not loaded, "
-                         "or built without MLNX_OFED peer-memory support)", strerror(e));
-                goto report;
-            }
-        } else {
-            reg_dmabuf_fn reg_dmabuf = (reg_dmabuf_fn)dlsym(RTLD_DEFAULT, "ibv_reg_dmabuf_mr");
-            if (!reg_dmabuf) {
-                fail("dmabuf_unsupported", "ibv_reg_dmabuf_mr", 0, "libibverbs has no ibv_reg_dmabuf_mr (rdma-core < 34)");
-                goto report;
-            }
-            if (export_dmabuf(alloc))
-                goto report;
-            dst_mr = reg_dmabuf(pd, 0, alloc, (uint64_t)dptr, dmabuf_fd, access);
-            if (!dst_mr) {
-                int e = errno;
-                if (e == ENOMEM)
-                    reg_fail("ibv_reg_dmabuf_mr", "ibv_reg_dmabuf_mr on the GPU dma-buf");
-                else
-                    fail("dmabuf_unsupported", "ibv_reg_dmabuf_mr", e,
-                         "ibv_reg_dmabuf_mr failed: %s (the RDMA driver or kernel cannot import dma-buf)", strerror(e));
-                goto report;
-            }
-        }
+        if (!(dst_mr = reg_gpu(alloc, access)))
+            goto report;
         raddr = (uint64_t)dptr;
     }
     if (connect_self(&pa, &gid))
@@ -745,71 +1345,12 @@ int main(int argc, char **argv)
     /* 1. correctness: one write of B over A, completion, copy back, compare */
     if (post_write(src_buf, src_mr->lkey, raddr, dst_mr->rkey, opt.size, 1, 1) || wait_one("write_correctness"))
         goto report;
-    {
-        size_t off = opt.size / 2 + (opt.size > 1 ? 1 : 0);
-        if (off >= opt.size)
-            off = opt.size - 1;
-        if (opt.corrupt) {   /* flip one bit of one destination byte after the transfer */
-            if (gpu_mode)
-                cu.MemsetD8(dptr + off, (unsigned char)(pat_b(off) ^ 1), 1);
-            else
-                dst_host[off] ^= 1;
-        }
-    }
-    if (gpu_mode) {
-        CUresult r = cu.MemcpyDtoH(check_buf, dptr, opt.size);   /* never a CPU mapping */
-        if (r) {
-            fail("cuda_error", "copy_back", 0, "cuMemcpyDtoH: %s", cuerr(r));
-            goto report;
-        }
-        compare(check_buf, opt.size, &cmpres);
-    } else {
-        compare(dst_host, opt.size, &cmpres);
-    }
-    if (cmpres.mismatches) {
-        fail(cmpres.old_pattern == cmpres.mismatches ? "pattern_not_overwritten" : "data_mismatch", "compare", 0,
-             "%zu of %zu bytes differ, first at offset %lld (got 0x%02x, sent 0x%02x); %zu still hold the old pattern",
-             cmpres.mismatches, cmpres.compared, cmpres.first, cmpres.got, cmpres.expected, cmpres.old_pattern);
+    if (verify_destination(gpu_mode, &cmpres))
         goto report;
-    }
 
     /* 2. bandwidth: iters writes of size, depth outstanding, signal every cq_mod */
-    {
-        struct ibv_wc wc[16];
-        long posted = 0, completed = 0;
-        int cq_mod = opt.depth >= 2 ? opt.depth / 2 : 1;
-        if (cq_mod > 64)
-            cq_mod = 64;
-        double t0 = now_s(), deadline = t0 + opt.timeout;
-        while (completed < opt.iters) {
-            while (posted < opt.iters && posted - completed < opt.depth) {
-                int sig = ((posted + 1) % cq_mod == 0) || posted + 1 == opt.iters;
-                if (post_write(src_buf, src_mr->lkey, raddr, dst_mr->rkey, opt.size, (uint64_t)(posted + 1), sig))
-                    goto report;
-                posted++;
-            }
-            int n = ibv_poll_cq(cq, 16, wc);
-            if (n < 0) {
-                fail("verbs_error", "ibv_poll_cq", 0, "ibv_poll_cq failed");
-                goto report;
-            }
-            for (int i = 0; i < n; i++) {
-                if (wc[i].status != IBV_WC_SUCCESS) {
-                    fail("completion_error", "write_bandwidth", 0, "work completion status %d: %s (vendor_err 0x%x)",
-                         wc[i].status, ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
-                    goto report;
-                }
-                completed = (long)wc[i].wr_id;
-            }
-            if (n == 0 && now_s() > deadline) {
-                fail("completion_timeout", "write_bandwidth", 0, "%ld of %ld writes completed within %.0f s",
-                     completed, opt.iters, opt.timeout);
-                goto report;
-            }
-        }
-        elapsed = now_s() - t0;
-        bw = opt.size * (double)opt.iters * 8 / elapsed / 1e9;
-    }
+    if (measure_bandwidth(src_buf, src_mr->lkey, raddr, dst_mr->rkey, &bw, &elapsed))
+        goto report;
 
     /* 3. staged path (GPU modes): RDMA WRITE into host memory, then cuMemcpyHtoD */
     if (gpu_mode && opt.staged) {
@@ -869,6 +1410,16 @@ report:
     jdbl("bandwidth_gbps", bw);
     jdbl("elapsed_s", elapsed);
     jdbl("staged_bandwidth_gbps", staged_bw);
+    if (opt.pair) {
+        jstr("pair_role", own_role());
+        jstr("peer", peer_text[0] ? peer_text : opt.peer);
+        jint("pair_port", opt.pair_port);
+        jstr("local_address", local_text[0] ? local_text : NULL);
+        jstr("gid", local_gid_text[0] ? local_gid_text : NULL);
+        jstr("remote_gid", remote_known ? remote_gid_text : NULL);
+        jstr("peer_mode", remote_known ? remote.mode : NULL);
+        jstr("peer_error", peer_error[0] ? peer_error : NULL);
+    }
 done:
     jint("ok", err_code == NULL);
     jstr("error", err_code);
@@ -876,6 +1427,7 @@ done:
     jint("errno", err_errno);
     jstr("detail", err_code ? err_detail : NULL);
     jraw("}");
+    pair_close();
     cleanup();
     fflush(stderr);
     printf("%s\n", out);
@@ -1214,6 +1766,67 @@ def pick_gid_index(table):
     return None
 
 
+# ---------------------------------------------------------------------------
+# pair mode: the peer's address, the route to it, the GID that carries it
+# ---------------------------------------------------------------------------
+
+def resolve_peer(peer, port):
+    """The first address ``peer`` (name or address) resolves to, as text."""
+    try:
+        infos = socket.getaddrinfo(peer, port, 0, socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise LoopbackError("peer_unreachable", "cannot resolve peer %r: %s." % (peer, exc))
+    if not infos:
+        raise LoopbackError("peer_unreachable", "peer %r resolves to no address." % (peer,))
+    return infos[0][4][0]
+
+
+def route_source(address, port):
+    """This host's address on the route to ``address`` (a UDP connect sends nothing)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.connect((address, port))
+        return sock.getsockname()[0]
+    except (socket.error, OSError) as exc:
+        raise LoopbackError("peer_unreachable", "no route from this host to peer %s: %s." % (address, exc))
+    finally:
+        sock.close()
+
+
+def address_gid(address):
+    """The GID (sysfs text form) that RoCE derives from an IP address: ::ffff:a.b.c.d for IPv4."""
+    try:
+        packed = b"\0" * 10 + b"\xff\xff" + socket.inet_pton(socket.AF_INET, address)
+    except (socket.error, OSError, ValueError):
+        packed = socket.inet_pton(socket.AF_INET6, address.split("%", 1)[0])
+    raw = bytearray(packed)
+    return ":".join("%02x%02x" % (raw[i], raw[i + 1]) for i in range(0, 16, 2))
+
+
+def gid_for_address(table, address):
+    """(index, type, gid) of the GID that carries ``address``, RoCE v2 first; None when no GID does."""
+    want = address_gid(address)
+    matches = [entry for entry in table if entry[2] == want]
+    v2 = [entry for entry in matches if "v2" in (entry[1] or "")]
+    return (v2 or matches or [None])[0]
+
+
+def gid_addresses(table):
+    """The IP addresses the GIDs of a port carry (IPv4-mapped ones as a.b.c.d), for messages."""
+    out = []
+    for _index, _type, gid in table:
+        raw = bytearray.fromhex(gid.replace(":", ""))
+        if len(raw) != 16 or gid.startswith("fe80"):
+            continue
+        if IPV4_MAPPED.match(gid):
+            text = socket.inet_ntop(socket.AF_INET, bytes(raw[12:]))
+        else:
+            text = socket.inet_ntop(socket.AF_INET6, bytes(raw))
+        if text not in out:
+            out.append(text)
+    return out
+
+
 def pcie_gbps(speed_gts, width):
     """Data rate of a PCIe link after line encoding (8b/10b up to 5 GT/s, 128b/130b above)."""
     if not speed_gts or not width:
@@ -1322,8 +1935,9 @@ DIAGNOSES = {
         "on the path, and repeat with a smaller size to bound it."),
     "completion_error": (
         "The RDMA WRITE completed with an error status.",
-        "Retry exceeded: the port cannot reach itself (GID/route, RoCE netdev down, MTU); remote access error: "
-        "the memory registration is wrong (peer memory not really mapped); local protection: source buffer."),
+        "Retry exceeded: the port cannot reach itself, or in pair mode the other host's port (GID/route/subnet, "
+        "RoCE netdev down, MTU, UDP port 4791 blocked); remote access error: the memory registration is wrong "
+        "(peer memory not really mapped); local protection: source buffer."),
     "completion_timeout": (
         "The RDMA WRITE did not complete in time.",
         "Check the port state and fabric (ibstat, rdma link), and the kernel log for NIC errors."),
@@ -1352,6 +1966,36 @@ DIAGNOSES = {
     "helper_output_malformed": (
         "The loopback helper did not print its JSON result.",
         "Run the helper by hand (helper_path, arguments in command) and look at stderr; it may have crashed."),
+    "peer_unreachable": (
+        "The pair client could not reach the server side's helper.",
+        "Start the server side (listen: true) first or in the same task, and run the client while the server "
+        "waits (its pair_timeout); peer must be the server's address on the RDMA network, resolvable and routed "
+        "from the client; let TCP pair_port through firewalls."),
+    "pair_timeout": (
+        "The other side of the pair did not show up, or did not answer, in time.",
+        "Run both sides at once: one task on both hosts (forks >= 2, both hosts in one serial batch), or the "
+        "server with async and poll: 0 before the client; the client's peer must be this server's address and "
+        "TCP pair_port open; raise pair_timeout when the other host starts late (e.g. builds its helper first)."),
+    "peer_lost": (
+        "The connection to the other side of the pair broke off.",
+        "The other side failed or was stopped: its own result names the cause."),
+    "peer_failed": (
+        "The other side of the pair failed, so this side stopped.",
+        "Fix what the other side's diagnosis (in this message) says, then run both sides again."),
+    "peer_protocol": (
+        "Something that is not this module's pair helper answered on pair_port.",
+        "Choose a pair_port that no other service uses, the same on both sides, and run the same module version "
+        "on both hosts."),
+    "pair_mismatch": (
+        "The two sides of the pair were started with different settings or module versions.",
+        "Give both sides the same size, and run the same version of the module on both hosts."),
+    "pair_port_in_use": (
+        "The server side cannot listen on pair_port: the port is taken.",
+        "Wait for an earlier pair server on this host to end (it gives up after pair_timeout), or choose another "
+        "pair_port, the same on both sides."),
+    "pair_socket_error": (
+        "The server side could not open its TCP socket for the pair exchange.",
+        "The errno in the message says why; check the host's network stack and its limits."),
     "bandwidth_below_minimum": (
         "The data arrived intact, but the bandwidth is below min_ratio_port of the port rate.",
         "Check the path warnings (distance, ACS), the PCIe link width/speed of GPU and NIC, and the port rate."),

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -143,7 +144,8 @@ def test_documentation_matches_argument_spec(monkeypatch):
         assert spec[name].get("choices") == option.get("choices"), name
     for field in ("changed", "mode", "rdma_device", "gpu", "bytes_compared", "mismatches", "first_mismatch",
                   "bandwidth_gbps", "port_rate_gbps", "ratio_port", "staged_bandwidth_gbps", "speedup",
-                  "diagnosis", "helper_path", "helper_built"):
+                  "diagnosis", "helper_path", "helper_built", "pair_role", "peer", "peer_address", "pair_port",
+                  "local_address", "gid", "remote_gid", "peer_mode", "peer_error"):
         assert field in ret, field
 
 
@@ -534,3 +536,420 @@ def test_helper_source_has_the_safety_properties():
     assert "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS" in src and "MemcpyDtoH(check_buf, dptr" in src
     assert "cuMemGetHandleForAddressRange" in src and "ibv_reg_dmabuf_mr" in src
     assert "pattern_not_overwritten" in src
+
+
+# ---------------------------------------------------------------------------
+# pair mode: arguments, commands, results (module side)
+# ---------------------------------------------------------------------------
+
+def roce_sysfs(root, name, ipv4_hex, netdev):
+    """Another soft-RoCE device: GID 0 link-local, GID 1 the IPv4-mapped address (hex 'aabb:ccdd')."""
+    pdir = os.path.join(str(root), "sys/class/infiniband", name, "ports/1")
+    files = {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "link_layer": "Ethernet", "rate": "2.5 Gb/sec (1X SDR)",
+             "gid_attrs/ndevs/0": netdev, "gids/0": "fe80:0000:0000:0000:5054:00ff:fe00:0002",
+             "gid_attrs/types/0": "RoCE v2", "gids/1": "0000:0000:0000:0000:0000:ffff:" + ipv4_hex,
+             "gid_attrs/types/1": "RoCE v2"}
+    for rel, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(pdir, rel)), exist_ok=True)
+        with open(os.path.join(pdir, rel), "w") as handle:
+            handle.write(text + "\n")
+    return str(root)
+
+
+PAIR_SERVER_OUT = dict(HELPER_OK, helper_version=2, iterations=50, bandwidth_gbps=0.1212, pair_role="server",
+                       peer="10.99.0.2", pair_port=18516, local_address="10.99.0.1",
+                       gid="0000:0000:0000:0000:0000:ffff:0a00:020f",
+                       remote_gid="0000:0000:0000:0000:0000:ffff:0a63:0002", peer_mode="host", peer_error=None)
+
+
+@pytest.fixture
+def route(monkeypatch):
+    """The client's route to its peer: resolve_peer and route_source without DNS or a routing table."""
+    seen = {"source": "10.0.2.15"}
+
+    def resolve(peer, port):
+        if peer.endswith(".invalid"):
+            raise lh.LoopbackError("peer_unreachable", "cannot resolve peer %r: [Errno -2] Name or service not known."
+                                   % peer)
+        return {"server-a": "10.0.2.2"}.get(peer, peer)
+
+    def source(address, port):
+        if address == "192.0.2.99":
+            raise lh.LoopbackError("peer_unreachable", "no route from this host to peer %s: [Errno 101] Network is "
+                                   "unreachable." % address)
+        seen["asked"] = (address, port)
+        return seen["source"]
+
+    monkeypatch.setattr(gpudirect_loopback, "resolve_peer", resolve)
+    monkeypatch.setattr(gpudirect_loopback, "route_source", source)
+    return seen
+
+
+@pytest.mark.parametrize("args,fragment", [
+    ({"listen": True, "peer": "10.0.2.2"}, "exclude each other"),
+    ({"listen": True, "pair_port": 0}, "pair_port must be 1..65535"),
+    ({"peer": "10.0.2.2", "pair_port": 65536}, "pair_port must be 1..65535"),
+    ({"listen": True, "pair_timeout": 0}, "pair_timeout must be >= 1"),
+    ({"listen": True, "selftest_gpu_only": True}, "leave listen and peer out"),
+    ({"peer": "10.0.2.2", "_corrupt_one_byte": True}, "set it on the listen side"),
+    ({"peer": "  "}, "peer is empty"),
+])
+def test_pair_bad_input_fails_before_anything_runs(env, monkeypatch, args, fragment, run_module):
+    node = Node(monkeypatch)
+    result = run_module(gpudirect_loopback, dict(args, helper_dir=env["helper_dir"], mode="host"))
+    assert result["failed"] is True and result["diagnosis"]["code"] == "bad_input"
+    assert fragment in result["msg"] and "What to do" in result["msg"]
+    assert node.calls == [] and not os.path.exists(env["helper_dir"])
+
+
+def test_listen_false_without_peer_is_the_loopback(env, monkeypatch, run_module):
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch)
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "listen": False,
+                                              "helper_dir": env["helper_dir"]})
+    assert result["pair_role"] is None and "peer" not in result
+    assert not [a for a in node.helpers()[0] if a.startswith("--pair")]
+
+
+def test_pair_server_command_and_result(env, monkeypatch, run_module):
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch, json.dumps(PAIR_SERVER_OUT) + "\n")
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "listen": True, "size": 65536,
+                                              "iterations": 50, "helper_dir": env["helper_dir"]})
+    assert result.get("failed") is not True, result.get("msg")
+    assert node.helpers() == [[result["helper_path"], "--mode", "host", "--device", "rxe0", "--port", "1",
+                               "--gid-index", "auto", "--depth", "128", "--size", "65536", "--iters", "50",
+                               "--timeout", "60", "--pair-listen", "--pair-port", "18516", "--pair-timeout", "120"]]
+    assert result["pair_role"] == "server" and result["peer"] == "10.99.0.2" and result["pair_port"] == 18516
+    assert result["local_address"] == "10.99.0.1" and result["peer_mode"] == "host"
+    assert result["remote_gid"].endswith("0a63:0002")
+    # the GID the helper chose, with its type from sysfs
+    assert result["gid_index"] == 1
+    assert result["gid"] == {"index": 1, "type": "RoCE v2", "gid": "0000:0000:0000:0000:0000:ffff:0a00:020f"}
+    assert result["bytes_compared"] == 65536 and result["mismatches"] == 0 and result["bandwidth_gbps"] == 0.1212
+    assert result["ratio_port"] == round(0.1212 / 2.5, 4) and result["diagnosis"] is None
+
+
+def test_pair_client_command_gid_from_the_route(env, monkeypatch, route, run_module):
+    rxe_sysfs(env["root"])
+    out = dict(PAIR_SERVER_OUT, pair_role="client", peer="10.0.2.2", local_address="10.0.2.15")
+    node = Node(monkeypatch, json.dumps(out) + "\n")
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "server-a",
+                                              "pair_port": 19000, "pair_timeout": 30, "size": 65536,
+                                              "helper_dir": env["helper_dir"]})
+    assert result.get("failed") is not True, result.get("msg")
+    assert route["asked"] == ("10.0.2.2", 19000)
+    cmd = node.helpers()[0]
+    assert cmd[cmd.index("--gid-index") + 1] == "auto"
+    assert cmd[-6:] == ["--pair-peer", "10.0.2.2", "--pair-port", "19000", "--pair-timeout", "30"]
+    assert "--pair-listen" not in cmd and "--corrupt" not in cmd
+    assert result["pair_role"] == "client" and result["peer_address"] == "10.0.2.2"
+    assert result["gid"]["gid"].endswith("0a00:020f") and result["gid_index"] == 1
+
+
+def test_pair_client_gid_not_on_the_peers_subnet_fails_early(env, monkeypatch, route, run_module):
+    rxe_sysfs(env["root"])
+    route["source"] = "192.168.7.5"     # the route to the peer leaves through another NIC
+    node = Node(monkeypatch)
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "192.168.7.1",
+                                              "helper_dir": env["helper_dir"]})
+    assert result["diagnosis"]["code"] == "no_gid"
+    assert "carries 192.168.7.5" in result["msg"] and "not on the peer's subnet" in result["msg"]
+    assert "its GIDs carry 10.0.2.15" in result["msg"] and "set gid_index" in result["msg"]
+    assert node.calls == []
+
+
+def test_pair_client_explicit_gid_index_skips_the_route_check(env, monkeypatch, route, run_module):
+    rxe_sysfs(env["root"])
+    route["source"] = "192.168.7.5"
+    node = Node(monkeypatch)
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "192.168.7.1",
+                                              "gid_index": 1, "helper_dir": env["helper_dir"]})
+    assert result.get("failed") is not True, result.get("msg")
+    cmd = node.helpers()[0]
+    assert cmd[cmd.index("--gid-index") + 1] == "1"
+
+
+@pytest.mark.parametrize("peer,fragment", [("nowhere.invalid", "cannot resolve peer 'nowhere.invalid'"),
+                                           ("192.0.2.99", "no route from this host to peer 192.0.2.99")])
+def test_pair_client_peer_unreachable_before_running(env, monkeypatch, route, peer, fragment, run_module):
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch)
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": peer,
+                                              "helper_dir": env["helper_dir"]})
+    assert result["diagnosis"]["code"] == "peer_unreachable" and fragment in result["msg"]
+    assert "Start the server side" in result["msg"]
+    assert node.calls == []
+
+
+def test_pair_client_picks_the_device_on_the_route(env, monkeypatch, route, run_module):
+    rxe_sysfs(env["root"])                                         # rxe0: 10.0.2.15 (management)
+    roce_sysfs(env["root"], "rxe1", "0a63:0002", "enp2s0")         # rxe1: 10.99.0.2 (the pair link)
+    route["source"] = "10.99.0.2"
+    node = Node(monkeypatch)
+    result = run_module(gpudirect_loopback, {"mode": "host", "peer": "10.99.0.1", "helper_dir": env["helper_dir"]})
+    assert result.get("failed") is not True, result.get("msg")
+    assert result["rdma_device"] == "rxe1" and "carry 10.99.0.2" in result["selection"]["reason"]
+    assert node.helpers()[0][node.helpers()[0].index("--device") + 1] == "rxe1"
+    # the server cannot know the client's network: with two devices it needs a name
+    server = run_module(gpudirect_loopback, {"mode": "host", "listen": True, "helper_dir": env["helper_dir"]})
+    assert server["diagnosis"]["code"] == "unknown_rdma_device" and "name one with rdma_device" in server["msg"]
+
+
+def test_pair_gpu_mode_passes_the_gpu_and_no_staged(tmp_path, env, monkeypatch, run_module):
+    facts = gpudirect_facts.gather_facts(sysfs_tree.gpu_server(tmp_path / "srv").root)
+    facts["dmabuf"] = {"kernel_ok": True, "open_module": True, "config_dma_shared_buffer": "y"}
+    monkeypatch.setattr(gpudirect_loopback, "ROOT", facts["root"])
+    node = Node(monkeypatch, helper_line(mode="cuda_dmabuf", gid_index=-1, pair_role="server", peer="10.1.0.2"))
+    result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "listen": True,
+                                              "helper_dir": env["helper_dir"]})
+    assert result.get("failed") is not True, result.get("msg")
+    cmd = node.helpers()[0]
+    assert cmd[cmd.index("--gpu") + 1] == sysfs_tree.GPU and "--staged" not in cmd
+    assert "--gid-index" not in cmd          # InfiniBand: LID routing, no GID
+    assert result["gid_index"] is None and result["peer"] == "10.1.0.2"
+
+
+def test_pair_check_mode_reports_the_commands(env, monkeypatch, route, run_module):
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch)
+    server = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "listen": True,
+                                              "_corrupt_one_byte": True, "helper_dir": env["helper_dir"]},
+                        check_mode=True)
+    client = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "10.0.2.2",
+                                              "helper_dir": env["helper_dir"]}, check_mode=True)
+    assert node.calls == [] and not os.path.exists(env["helper_dir"])
+    assert server["would_run"][-1][-6:] == ["--pair-listen", "--pair-port", "18516", "--pair-timeout", "120",
+                                            "--corrupt"]
+    assert client["would_run"][-1][-6:-4] == ["--pair-peer", "10.0.2.2"]
+    assert client["gid"]["index"] == 1 and client["local_address"] == "10.0.2.15"
+    assert "bytes_compared" not in server and "bytes_compared" not in client
+
+
+def test_pair_peer_failure_is_reported_with_the_peers_code(env, monkeypatch, route, run_module):
+    rxe_sysfs(env["root"])
+    detail = ("the client (10.99.0.2) failed at its stage gid_for_peer: [no_gid] no GID of rxe0 port 1 carries "
+              "10.0.2.15")
+    Node(monkeypatch, helper_line(ok=0, error="peer_failed", stage="exchange", detail=detail, pair_role="server",
+                                  peer="10.99.0.2", peer_error="no_gid", bandwidth_gbps=None, bytes_compared=0))
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "listen": True,
+                                              "helper_dir": env["helper_dir"]})
+    assert result["diagnosis"]["code"] == "peer_failed" and result["peer_error"] == "no_gid"
+    assert "The other side of the pair failed" in result["msg"] and "[no_gid]" in result["msg"]
+    assert "stage exchange" in result["msg"]
+
+
+def test_pair_client_reports_the_servers_mismatch(env, monkeypatch, route, run_module):
+    rxe_sysfs(env["root"])
+    Node(monkeypatch, helper_line(ok=0, error="data_mismatch", stage="compare_on_server", mismatches=1,
+                                  first_mismatch=32769, pair_role="client", peer="10.0.2.2", bandwidth_gbps=None,
+                                  detail="the server (10.0.2.2) copied back what arrived: 1 of 65536 bytes differ"))
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "10.0.2.2",
+                                              "helper_dir": env["helper_dir"]})
+    assert result["diagnosis"]["code"] == "data_mismatch" and result["first_mismatch"] == 32769
+    assert "the server compared" in result["msg"]
+
+
+@pytest.mark.parametrize("code", ["peer_unreachable", "pair_timeout", "peer_lost", "peer_failed", "peer_protocol",
+                                  "pair_mismatch", "pair_port_in_use", "pair_socket_error"])
+def test_pair_codes_say_what_to_do(code):
+    assert code in lh.DIAGNOSES
+    summary, fix = lh.DIAGNOSES[code]
+    assert summary.endswith(".") and fix.endswith(".")
+
+
+def test_address_gid_and_gid_for_address():
+    assert lh.address_gid("10.99.0.1") == "0000:0000:0000:0000:0000:ffff:0a63:0001"
+    assert lh.address_gid("fd00::5") == "fd00:0000:0000:0000:0000:0000:0000:0005"
+    table = [(0, "RoCE v2", "fe80:0000:0000:0000:5054:00ff:fe24:896e"),
+             (2, "IB/RoCE v1", "0000:0000:0000:0000:0000:ffff:0a63:0001"),
+             (3, "RoCE v2", "0000:0000:0000:0000:0000:ffff:0a63:0001")]
+    assert lh.gid_for_address(table, "10.99.0.1")[0] == 3           # RoCE v2 first
+    assert lh.gid_for_address(table[:2], "10.99.0.1")[0] == 2
+    assert lh.gid_for_address(table, "10.99.0.7") is None
+    assert lh.gid_addresses(table) == ["10.99.0.1"]
+
+
+def test_route_source_and_resolve_peer_on_loopback():
+    assert lh.resolve_peer("127.0.0.1", 18516) == "127.0.0.1"
+    assert lh.route_source("127.0.0.1", 18516) == "127.0.0.1"
+
+
+# ---------------------------------------------------------------------------
+# pair mode for real: the helper's two processes over TCP, on a stand-in
+# libibverbs (tests/unit/fake_libibverbs.c: one RoCE device fake0 whose RDMA
+# WRITE lands in the process named by the destination QP number)
+# ---------------------------------------------------------------------------
+
+FAKE_VERBS_SRC = os.path.join(os.path.dirname(__file__), "fake_libibverbs.c")
+HAVE_CC_VERBS = bool(shutil.which("cc") and os.path.exists(os.path.join(VERBS_INCLUDE, "infiniband/verbs.h")))
+
+
+@pytest.fixture(scope="module")
+def fake_verbs(tmp_path_factory):
+    """The helper linked against the stand-in libibverbs; env runs it there."""
+    if not HAVE_CC_VERBS:
+        pytest.skip("needs cc and infiniband/verbs.h: scripts/setup.sh installs gcc and libibverbs-dev")
+    base = tmp_path_factory.mktemp("fakeverbs")
+    lib = base / "lib"
+    lib.mkdir()
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-I" + VERBS_INCLUDE,
+                    "-o", str(lib / "libibverbs.so"), FAKE_VERBS_SRC], check=True)
+    (base / "helper.c").write_text(lh.HELPER_SOURCE)
+    helper = base / "helper"
+    subprocess.run(["cc"] + lh.COMPILE_FLAGS + ["-I" + VERBS_INCLUDE, "-L" + str(lib), "-o", str(helper),
+                                                str(base / "helper.c")] + lh.LINK_FLAGS, check=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(lib), LIBRARY_PATH=str(lib), LANG="C", LC_ALL="C")
+    return {"helper": str(helper), "lib": str(lib), "env": env, "base": base}
+
+
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_pair(fake, server_args=(), client_args=(), env_server=None, env_client=None, start_client=True,
+             timeout=5, client_first=False):
+    """Start the server, then the client (or the other way round); both JSON results."""
+    port = str(free_port())
+    common = ["--mode", "host", "--device", "fake0", "--gid-index", "auto", "--size", "65536", "--iters", "20",
+              "--pair-port", port, "--pair-timeout", str(timeout)]
+    server_cmd = [fake["helper"]] + common + ["--pair-listen"] + list(server_args)
+    client_cmd = [fake["helper"]] + common + ["--pair-peer", "127.0.0.1"] + list(client_args)
+    popen = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first, second = (client_cmd, server_cmd) if client_first else (server_cmd, client_cmd)
+    first_env, second_env = ((env_client, env_server) if client_first else (env_server, env_client))
+    procs = [subprocess.Popen(first, env=dict(fake["env"], **(first_env or {})), **popen)]
+    if start_client or client_first:
+        import time
+        time.sleep(0.5 if client_first else 0.1)
+        procs.append(subprocess.Popen(second, env=dict(fake["env"], **(second_env or {})), **popen))
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=timeout * 3 + 10)
+        results.append(lh.parse_helper_output(out))
+    if client_first:
+        results.reverse()
+    return results + [None] * (2 - len(results))
+
+
+def test_fake_verbs_loopback_still_passes_and_catches_a_flipped_byte(fake_verbs):
+    base = [fake_verbs["helper"], "--mode", "host", "--device", "fake0", "--gid-index", "1", "--size", "65536"]
+    ok = lh.parse_helper_output(subprocess.run(base, env=fake_verbs["env"], capture_output=True, text=True).stdout)
+    assert ok["ok"] == 1 and ok["bytes_compared"] == 65536 and ok["mismatches"] == 0 and ok["bandwidth_gbps"] > 0
+    assert "pair_role" not in ok and ok["helper_version"] == 2
+    bad = lh.parse_helper_output(subprocess.run(base + ["--corrupt"], env=fake_verbs["env"], capture_output=True,
+                                                text=True).stdout)
+    assert bad["error"] == "data_mismatch" and bad["first_mismatch"] == 32769 and bad["mismatches"] == 1
+
+
+def test_fake_verbs_pair_passes(fake_verbs):
+    server, client = run_pair(fake_verbs)
+    for side, role in ((server, "server"), (client, "client")):
+        assert side["ok"] == 1, side
+        assert side["pair_role"] == role and side["bytes_compared"] == 65536 and side["mismatches"] == 0
+        assert side["bandwidth_gbps"] > 0 and side["local_address"] == "127.0.0.1" and side["peer"] == "127.0.0.1"
+        assert side["gid_index"] == 1 and side["gid"] == side["remote_gid"] == "0000:0000:0000:0000:0000:ffff:7f00:0001"
+        assert side["peer_mode"] == "host"
+    assert server["bandwidth_gbps"] == pytest.approx(client["bandwidth_gbps"], rel=1e-3)   # the client's figure
+
+
+def test_fake_verbs_pair_client_may_start_first(fake_verbs):
+    server, client = run_pair(fake_verbs, client_first=True)
+    assert server["ok"] == 1 and client["ok"] == 1
+
+
+def test_fake_verbs_pair_corrupt_on_the_server_fails_both(fake_verbs):
+    server, client = run_pair(fake_verbs, server_args=["--corrupt"])
+    assert server["error"] == "data_mismatch" and server["stage"] == "compare" and server["first_mismatch"] == 32769
+    assert client["error"] == "data_mismatch" and client["stage"] == "compare_on_server"
+    assert client["first_mismatch"] == 32769 and client["mismatches"] == 1 and client["bandwidth_gbps"] is None
+
+
+def test_fake_verbs_pair_silent_drop_is_pattern_not_overwritten(fake_verbs):
+    server, client = run_pair(fake_verbs, env_client={"FAKE_VERBS_DROP": "1"})
+    assert server["error"] == client["error"] == "pattern_not_overwritten"
+    assert server["mismatches"] == server["old_pattern_bytes"] == 65536
+
+
+def test_fake_verbs_pair_client_without_a_gid_for_its_address(fake_verbs):
+    server, client = run_pair(fake_verbs, env_client={"FAKE_VERBS_NO_IPV4_GID": "1"})
+    assert client["error"] == "no_gid" and "carries 127.0.0.1" in client["detail"]
+    assert server["error"] == "peer_failed" and server["peer_error"] == "no_gid"
+    assert "[no_gid]" in server["detail"] and "client (127.0.0.1)" in server["detail"]
+
+
+def test_fake_verbs_pair_size_mismatch(fake_verbs):
+    server, client = run_pair(fake_verbs, client_args=["--size", "4096"])
+    assert server["error"] in ("pair_mismatch", "peer_failed") and client["error"] in ("pair_mismatch", "peer_failed")
+    assert "pair_mismatch" in (server["error"], client["error"])
+
+
+def test_fake_verbs_pair_server_alone_times_out(fake_verbs):
+    server, _ = run_pair(fake_verbs, start_client=False, timeout=1)
+    assert server["error"] == "pair_timeout" and "no pair client connected" in server["detail"]
+
+
+def test_fake_verbs_pair_client_alone_gives_up(fake_verbs):
+    port = str(free_port())
+    out = subprocess.run([fake_verbs["helper"], "--mode", "host", "--device", "fake0", "--gid-index", "auto",
+                          "--pair-peer", "127.0.0.1", "--pair-port", port, "--pair-timeout", "1"],
+                         env=fake_verbs["env"], capture_output=True, text=True, timeout=20)
+    client = lh.parse_helper_output(out.stdout)
+    assert out.returncode == 1 and client["error"] == "peer_unreachable" and "Connection refused" in client["detail"]
+
+
+def test_fake_verbs_helper_rejects_contradictory_pair_arguments(fake_verbs):
+    for args, fragment in ((["--pair-listen", "--pair-peer", "x"], "exclude each other"),
+                           (["--pair-peer", "x", "--corrupt"], "give it to the server"),
+                           (["--gid-index", "auto"], "needs pair mode"),
+                           (["--pair-listen", "--pair-port", "0"], "--pair-port must be")):
+        out = subprocess.run([fake_verbs["helper"], "--device", "fake0"] + args, env=fake_verbs["env"],
+                             capture_output=True, text=True)
+        result = lh.parse_helper_output(out.stdout)
+        assert result["error"] == "bad_input" and fragment in result["detail"], args
+
+
+PAIR_RUNNER = """
+import sys
+import ansible.module_utils
+ansible.module_utils.__path__.append(%(mu)r)
+sys.path.insert(0, %(library)r)
+import gpudirect_loopback
+gpudirect_loopback.ROOT = %(root)r
+gpudirect_loopback.main()
+"""
+
+
+def test_module_pair_end_to_end_on_fake_verbs(fake_verbs, tmp_path):
+    """Both sides through the module itself (build, sysfs, route, command, parsing) in two processes."""
+    root = roce_sysfs(tmp_path / "root", "fake0", "7f00:0001", "lo")
+    here = os.path.dirname(os.path.abspath(__file__))
+    project = os.path.abspath(os.path.join(here, "..", ".."))
+    runner = tmp_path / "runner.py"
+    runner.write_text(PAIR_RUNNER % {"mu": os.path.join(project, "module_utils"),
+                                     "library": os.path.join(project, "library"), "root": root})
+    port = free_port()
+    procs = []
+    for name, extra in (("server", {"listen": True, "_corrupt_one_byte": False}), ("client", {"peer": "127.0.0.1"})):
+        args = dict(extra, mode="host", size=65536, iterations=20, pair_port=port, pair_timeout=20,
+                    helper_dir=str(tmp_path / ("cache-" + name)))
+        path = tmp_path / (name + ".json")
+        path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        procs.append(subprocess.Popen([sys.executable, str(runner), str(path)], env=fake_verbs["env"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        results.append(json.loads(out))
+    server, client = results
+    for side, role in ((server, "server"), (client, "client")):
+        assert side.get("failed") is not True, (role, side.get("msg"), side.get("stderr"))
+        assert side["changed"] is True and side["helper_built"] is True     # built in its own cache
+        assert side["pair_role"] == role and side["rdma_device"] == "fake0"
+        assert side["bytes_compared"] == 65536 and side["mismatches"] == 0 and side["bandwidth_gbps"] > 0
+        assert side["gid"] == {"index": 1, "type": "RoCE v2", "gid": "0000:0000:0000:0000:0000:ffff:7f00:0001"}
+    assert client["peer_address"] == "127.0.0.1" and client["command"][-6:-4] == ["--pair-peer", "127.0.0.1"]
+    assert "--pair-listen" in server["command"]
