@@ -7,14 +7,33 @@
 #   testbed-setup.sh install [NIC]   prepare: install units, apply now (NIC: default route's)
 #   testbed-setup.sh rxe NIC         boot: load rdma_rxe, create rxe0 on NIC
 #   testbed-setup.sh acs BDF         boot: "firmware" turns ACS on at root port BDF
+# NIC may also be given as an IPv4 address: the NIC that holds it (molecule/pair
+# puts rxe0 on the pair link's NIC this way: `rxe 10.99.0.1`).
 # Prints CHANGED lines for what it changed (Ansible's changed_when reads them).
 set -eu
 PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 SELF=/usr/local/sbin/gpudirect-testbed
 RXE=rxe0
 
+nic_of() {
+  # a NIC name as it is, or the NIC that holds an IPv4 address (waits up to 30 s
+  # for the address: networkd may still be configuring the link)
+  case $1 in
+    *.*.*.*)
+      i=0
+      while :; do
+        n=$(ip -o -4 addr show | awk -v a="$1" '{split($4, p, "/"); if (p[1] == a) {print $2; exit}}')
+        [ -n "$n" ] && { echo "$n"; return 0; }
+        i=$((i + 1))
+        [ "$i" -lt 30 ] || { echo "no NIC holds $1" >&2; exit 1; }
+        sleep 1
+      done ;;
+    *) echo "$1" ;;
+  esac
+}
+
 rxe() {
-  nic=$1
+  nic=$(nic_of "$1")
   if [ ! -d /sys/module/rdma_rxe ]; then modprobe rdma_rxe; echo "CHANGED modprobe rdma_rxe"; fi
   if ! rdma link show | grep -q "^link $RXE/"; then
     rdma link add "$RXE" type rxe netdev "$nic"
@@ -94,13 +113,14 @@ case "${1:-}" in
   install)
     nic=${2:-$(ip -4 route show default | awk '{for (i=1;i<NF;i++) if ($i=="dev") {print $(i+1); exit}}')}
     [ -n "$nic" ] || { echo "no NIC given and no default route" >&2; exit 1; }
+    nic=$(nic_of "$nic")
     port=$(root_port_of "$nic")
     install_units "$nic" "$port"
     rxe "$nic"
     acs "$port"
     echo "NIC=$nic ROOT_PORT=$port"
     ;;
-  rxe) rxe "$2" ;;
+  rxe) rxe "$2"; echo "RXE=$RXE NIC=$(nic_of "$2")" ;;
   acs) acs "$2" ;;
-  *) echo "usage: $0 install [NIC] | rxe NIC | acs BDF" >&2; exit 2 ;;
+  *) echo "usage: $0 install [NIC|ADDR] | rxe NIC|ADDR | acs BDF" >&2; exit 2 ;;
 esac
