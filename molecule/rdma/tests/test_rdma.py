@@ -139,7 +139,7 @@ def test_nvidia_module_built_after_ofed_for_every_kernel(host):
     out = host.check_output(
         "for d in /var/lib/dkms/mlnx-ofed-kernel/*/*/x86_64/module; do k=$(echo $d | cut -d/ -f7); "
         "n=$(ls -d /var/lib/dkms/nvidia/*/$k/x86_64/module 2>/dev/null | head -n1); "
-        '[ -n "$n" ] && echo "$k $(stat -c %%Y $d) $(stat -c %%Y $n)"; done; true'
+        '[ -n "$n" ] && echo "$k $(stat -c %Y $d) $(stat -c %Y $n)"; done; true'
     )
     rows = [line.split() for line in out.splitlines() if line.strip()]
     assert rows, "no kernel has both the OFED and the NVIDIA DKMS modules built"
