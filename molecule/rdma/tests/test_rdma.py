@@ -5,6 +5,7 @@ converge (which repaired a wrong-order install and switched OFED versions),
 after a plain reboot, and after a kernel update (kernel_update.yml). Each command is one ssh round
 trip; under TCG those cost about a second, so the checks bundle their shell.
 """
+import json
 import os
 import re
 import subprocess
@@ -158,15 +159,55 @@ def test_running_the_kernel_the_update_installed(host):
     assert host.file("/sys/module/nvidia_peermem").is_directory
 
 
-def test_verification_module_matches_perftest_bandwidth(host):
-    """gpudirect_loopback (host memory over rxe0) against ib_write_bw on the same
-    device, message size and iterations, in one run (benchmarks/loopback_vs_perftest.sh)."""
+def _molecule_env():
+    """(project dir, inventory file, environment for ansible on the controller); skips
+    outside `molecule verify`, which sets both variables."""
     project = os.environ.get("MOLECULE_PROJECT_DIRECTORY")
     inventory = os.environ.get("MOLECULE_INVENTORY_FILE")
     if not project or not inventory:
         pytest.skip("runs under molecule verify only (needs MOLECULE_PROJECT_DIRECTORY and MOLECULE_INVENTORY_FILE)")
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(project, "ansible.cfg"), SIZE="65536", ITERS="500",
-               ANSIBLE=os.path.join(os.path.dirname(sys.executable), "ansible"))
+    return project, inventory, dict(os.environ, ANSIBLE_CONFIG=os.path.join(project, "ansible.cfg"))
+
+
+def test_verification_report_says_passed_with_every_byte_compared(host):
+    """site.yml's last stage (gpudirect_verify) ran the loopback over rxe0 in host
+    memory (no GPU here) and wrote <inventory dir>/.reports/<host>.json and .md."""
+    _, inventory, _ = _molecule_env()
+    reports = os.path.join(os.path.dirname(inventory), ".reports")
+    name = host.backend.host
+    with open(os.path.join(reports, name + ".json")) as f:
+        record = json.load(f)
+    assert record["status"] == "passed", record
+    assert record["mode"] == "host" and record["rdma_device"] == RXE, record
+    assert record["bytes_compared"] == host.ansible.get_variables().get("gpudirect_verify_size", 1048576), record
+    assert record["mismatches"] == 0 and record["diagnosis"] is None, record
+    assert record["bandwidth_gbps"] > 0, record
+    with open(os.path.join(reports, name + ".md")) as f:
+        assert "passed" in f.read()
+
+
+def test_verification_module_fails_when_one_byte_is_corrupted(host):
+    """The comparison can fail: the hidden self-test flips one destination byte after
+    the RDMA WRITE over rxe0; the module must fail with data_mismatch at that byte."""
+    _, inventory, env = _molecule_env()
+    env.update(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+    ansible = os.path.join(os.path.dirname(sys.executable), "ansible")
+    res = subprocess.run(
+        [ansible, host.backend.host, "-i", inventory, "-b", "-m", "gpudirect_loopback",
+         "-a", f"mode=host rdma_device={RXE} size=65536 iterations=10 _corrupt_one_byte=true"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+    result = list(json.loads(res.stdout)["plays"][0]["tasks"][0]["hosts"].values())[0]
+    assert res.returncode != 0 and result.get("failed"), result
+    assert result["diagnosis"]["code"] == "data_mismatch", result
+    assert result["bytes_compared"] == 65536 and result["mismatches"] == 1, result
+    assert result["first_mismatch"] == 65536 // 2 + 1, result
+
+
+def test_verification_module_matches_perftest_bandwidth(host):
+    """gpudirect_loopback (host memory over rxe0) against ib_write_bw on the same
+    device, message size and iterations, in one run (benchmarks/loopback_vs_perftest.sh)."""
+    project, inventory, env = _molecule_env()
+    env.update(SIZE="65536", ITERS="500", ANSIBLE=os.path.join(os.path.dirname(sys.executable), "ansible"))
     res = subprocess.run([os.path.join(project, "benchmarks", "loopback_vs_perftest.sh"), host.backend.host, "-i", inventory],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900)
     print(res.stdout)
