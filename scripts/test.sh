@@ -35,21 +35,23 @@ stage_unit() { pytest -q tests/unit; }
 scenario() {
   local log=.cache/molecule-$1.log rc
   mkdir -p .cache
-  molecule test -s "$1" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}
+  # molecule-timed.py passes molecule's output through and ends with a table of
+  # per-phase timings (image build or cache hit, boot to ssh, each action)
+  python3 tests/harness/vm/molecule-timed.py --log "$log" test -s "$1"; rc=$?
   if grep -E "(prepare|side_effect|verify)\]? ?:? .*Missing playbook" "$log"; then
     echo "scenario $1: a step of its sequence did not run (missing playbook)"; return 1
   fi
   return "$rc"
 }
-stage_container() { scenario default && scenario os_release_pin; }
-# both VM scenarios run even when the first fails (one after the other: each
-# needs the host's cores for its TCG guests)
-stage_vm() {
-  local rc=0
-  scenario rdma || rc=1
-  scenario pair || rc=1
+# every scenario of a stage runs even when an earlier one failed (one after the
+# other: the VM guests need the host's cores)
+scenarios() {
+  local s rc=0
+  for s in "$@"; do scenario "$s" || rc=1; done
   return $rc
 }
+stage_container() { scenarios default os_release_pin; }
+stage_vm() { scenarios rdma pair; }
 
 stages=("$@")
 ((${#stages[@]})) || stages=(static unit container vm)
