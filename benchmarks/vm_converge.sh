@@ -30,7 +30,9 @@
 # Environment: BENCH_VM_NAME (default gpudirect-bench-vm), BENCH_VM_SSH_PORT
 # (default 2251), BENCH_VM_STATE (run dir root, default $BENCH_WORK/vm),
 # BENCH_VM_STOP_AFTER=facts (test the harness: boot, prepare, gather facts once,
-# stop; no converge), BENCH_RESULTS, BENCH_WORK (see lib.sh).
+# stop; no converge), BENCH_VM_KEEP_RUNNING=1 (leave the VM up at the end, for a
+# look at the converged node: tests/harness/vm/vm.py --state-dir DIR ssh NAME; stop
+# it with vm.py --state-dir DIR stop NAME), BENCH_RESULTS, BENCH_WORK (see lib.sh).
 # Figures (key=value in $BENCH_RESULTS): vm_{fresh,noop}_{wall_s,tasks,changed,
 # reboots,boot_id_changed,role_reboots}, vm_facts_wall_s, vm_noop_over_facts,
 # vm_accel, loopback_{module_gbps,perftest_gbps,ratio}.
@@ -62,7 +64,9 @@ tests/harness/standin_repo/serve.sh start >/dev/null
 vm_started=0
 # shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
-  if ((vm_started)); then
+  if ((vm_started)) && [[ -n "${BENCH_VM_KEEP_RUNNING:-}" && "$BENCH_VM_KEEP_RUNNING" != 0 ]]; then
+    bench_log "leaving the VM running (BENCH_VM_KEEP_RUNNING): ${vmpy[*]} ssh $name"
+  elif ((vm_started)); then
     bench_log "stopping the VM"
     "${vmpy[@]}" stop "$name" --keep >/dev/null 2>&1 || true
   fi

@@ -190,7 +190,9 @@ def test_verification_module_fails_when_one_byte_is_corrupted(host):
     """The comparison can fail: the hidden self-test flips one destination byte after
     the RDMA WRITE over rxe0; the module must fail with data_mismatch at that byte."""
     _, inventory, env = _molecule_env()
-    env.update(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+    # JSON on stdout alone: the project's profile_tasks callback would print timings around it
+    env.update(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default")
     ansible = os.path.join(os.path.dirname(sys.executable), "ansible")
     res = subprocess.run(
         [ansible, host.backend.host, "-i", inventory, "-b", "-m", "gpudirect_loopback",
