@@ -14,6 +14,8 @@ import sys
 import pytest
 
 RXE = "rxe0"
+# the ansible CLI of the venv that runs the verifier, for checks driven from the controller
+ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 
 @pytest.fixture(scope="module")
@@ -193,9 +195,8 @@ def test_verification_module_fails_when_one_byte_is_corrupted(host):
     # JSON on stdout alone: the project's profile_tasks callback would print timings around it
     env.update(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default")
-    ansible = os.path.join(os.path.dirname(sys.executable), "ansible")
     res = subprocess.run(
-        [ansible, host.backend.host, "-i", inventory, "-b", "-m", "gpudirect_loopback",
+        [ANSIBLE, host.backend.host, "-i", inventory, "-b", "-m", "gpudirect_loopback",
          "-a", f"mode=host rdma_device={RXE} size=65536 iterations=10 _corrupt_one_byte=true"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
     result = list(json.loads(res.stdout)["plays"][0]["tasks"][0]["hosts"].values())[0]
@@ -222,7 +223,7 @@ def test_verification_module_bandwidth_close_to_perftest(host):
     project, inventory, env = _molecule_env()
     if not host.file("/var/lib/gpudirect-test-expected-kernel").exists:
         pytest.skip("measured in the verify after the kernel update (kernel_update.yml writes its marker)")
-    env.update(SIZE="65536", ITERS="1000", RUNS="5", ANSIBLE=os.path.join(os.path.dirname(sys.executable), "ansible"))
+    env.update(SIZE="65536", ITERS="1000", RUNS="5", ANSIBLE=ANSIBLE)
     res = subprocess.run([os.path.join(project, "benchmarks", "loopback_vs_perftest.sh"), host.backend.host, "-i", inventory],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900)
     print(res.stdout)
