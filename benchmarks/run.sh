@@ -123,6 +123,9 @@ if want_vm == "1":
     row("vm no-op re-run: wall time", "vm_noop_wall_s", unit=" s")
     row("vm no-op re-run: tasks", "vm_noop_tasks")
     row("vm no-op re-run: changed", "vm_noop_changed", "0", lambda v: v == 0)
+    row("vm no-op re-run, every stage (skip_unchanged=false): wall time", "vm_full_wall_s", unit=" s")
+    row("vm no-op re-run, every stage: tasks", "vm_full_tasks")
+    row("vm no-op re-run, every stage: changed", "vm_full_changed", "0", lambda v: v == 0)
     row("vm bare fact gathering (ansible -m setup): wall time", "vm_facts_wall_s", unit=" s")
     row("vm no-op re-run / fact gathering", "vm_noop_over_facts", "<= 3", lambda v: v <= 3)
 

@@ -17,6 +17,9 @@
 # Measured, in this order, in one run:
 #   fresh   ansible-playbook site.yml: wall time, tasks per node, changed, reboots
 #   no-op   ansible-playbook site.yml again: the same figures; must be changed=0
+#           (the node matches its converged-state record: install stages skipped)
+#   full    the same with -e gpudirect_state_skip_unchanged=false: every stage
+#           runs its own checks; must be changed=0 too (for comparison)
 #   facts   ansible NODE -m ansible.builtin.setup (a bare fact-gathering run)
 #   ratio   no-op wall time / facts wall time (target <= 3)
 #   loopback (BENCH_LOOPBACK=1) benchmarks/loopback_vs_perftest.sh against the node
@@ -33,7 +36,7 @@
 # stop; no converge), BENCH_VM_KEEP_RUNNING=1 (leave the VM up at the end, for a
 # look at the converged node: tests/harness/vm/vm.py --state-dir DIR ssh NAME; stop
 # it with vm.py --state-dir DIR stop NAME), BENCH_RESULTS, BENCH_WORK (see lib.sh).
-# Figures (key=value in $BENCH_RESULTS): vm_{fresh,noop}_{wall_s,tasks,changed,
+# Figures (key=value in $BENCH_RESULTS): vm_{fresh,noop,full}_{wall_s,tasks,changed,
 # reboots,boot_id_changed,role_reboots}, vm_facts_wall_s, vm_noop_over_facts,
 # vm_accel, loopback_{module_gbps,perftest_gbps,ratio}.
 set -euo pipefail
@@ -128,13 +131,14 @@ if [[ $stop_after == facts ]]; then
 fi
 
 status=0
-converge() {  # converge fresh|noop : one timed site.yml run and its figures
+converge() {  # converge fresh|noop|full [ansible-playbook args] : one timed site.yml run and its figures
   local run=$1 log="$BENCH_WORK/vm-$1.log" before after r0 r1 recap tasks_per_node changed failed unreachable
+  shift
   local reboots role_reboots id_changed
   before=$(boot_id)
   r0=$(restarts)
-  bench_log "$run: ansible-playbook site.yml (boot id $before)"
-  bench_timed "$log" ansible-playbook -i "$inv" site.yml
+  bench_log "$run: ansible-playbook site.yml $* (boot id $before)"
+  bench_timed "$log" ansible-playbook -i "$inv" "$@" site.yml
   after=$(boot_id || echo unreachable)
   r1=$(restarts)
   if ! grep -q "PLAY RECAP" "$log"; then bench_show_failure "$log"; exit 1; fi
@@ -160,8 +164,8 @@ converge() {  # converge fresh|noop : one timed site.yml run and its figures
     grep -E '^(fatal|failed):' "$log" | head -n 20 >&2 || true
     status=1
   fi
-  if [[ $run == noop ]] && ((changed)); then
-    bench_log "noop: the re-run changed $changed tasks (must be 0); see $log"
+  if [[ $run != fresh ]] && ((changed)); then
+    bench_log "$run: the re-run changed $changed tasks (must be 0); see $log"
     grep -E '^changed:' "$log" | head -n 20 >&2 || true
     status=1
   fi
@@ -170,6 +174,7 @@ converge() {  # converge fresh|noop : one timed site.yml run and its figures
 converge fresh
 if ((status)); then exit "$status"; fi
 converge noop
+converge full -e gpudirect_state_skip_unchanged=false
 facts_run
 bench_put vm_noop_over_facts "$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) / float(sys.argv[2])))' \
   "$(grep '^vm_noop_wall_s=' "$BENCH_RESULTS" | cut -d= -f2)" "$(grep '^vm_facts_wall_s=' "$BENCH_RESULTS" | cut -d= -f2)")"

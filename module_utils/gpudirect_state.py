@@ -1,0 +1,294 @@
+# -*- coding: utf-8 -*-
+"""Fingerprint of everything site.yml manages on a node, and how two compare.
+
+``gpudirect_state`` records the fingerprint after a converged run and, on the
+next run, compares the node against it: when nothing differs (and the
+controller's inputs, i.e. inventory variables and toolkit files, are the same)
+the install stages have nothing to do and are skipped. Anything that could make
+a stage act must therefore show up here; being too broad only costs a full run.
+
+The fingerprint is a dict of components. File trees keep one digest per path,
+so a difference names the files; bulk components (package database, DKMS tree,
+built modules) keep one digest each.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import os
+import stat
+
+from ansible.module_utils.gpudirect_kernel import default_boot_kernel, running_kernel
+from ansible.module_utils.gpudirect_pci import acs_info, list_pci_addresses, pci_device_dir, read_config
+
+FORMAT = 1
+
+# Configuration the roles write (repositories, pins, keys, modprobe and
+# modules-load files, units and drop-ins, limits, GRUB drop-ins, local facts,
+# boot-time scripts, the toolkit's own state under /var/lib/gpudirect).
+CONFIG_TREES = (
+    "etc/apt/sources.list.d", "etc/apt/preferences.d", "etc/apt/apt.conf.d", "etc/apt/keyrings",
+    "etc/yum.repos.d", "etc/dnf", "etc/modprobe.d", "etc/modules-load.d", "etc/systemd/system",
+    "etc/systemd/system.conf.d", "etc/systemd/user.conf.d", "etc/security/limits.d",
+    "etc/default/grub.d", "etc/ansible/facts.d", "etc/gpudirect", "etc/infiniband",
+    "usr/local/sbin", "var/lib/gpudirect",
+)
+CONFIG_FILES = (
+    "etc/apt/sources.list", "etc/default/grub", "etc/security/limits.conf",
+    "etc/systemd/system.conf", "etc/systemd/user.conf", "etc/os-release",
+)
+# Package databases: any install, removal, upgrade or hold changes them.
+PACKAGE_DBS = ("var/lib/dpkg/status", "var/lib/rpm")
+# What DKMS built and where the kernel looks for it; names, sizes and times only.
+MODULE_TREES = ("var/lib/dkms", "lib/modules")
+MODULE_SUBDIRS = ("updates", "extra", "weak-updates")
+BOOT_FILES = ("boot/grub/grub.cfg", "boot/grub/grubenv", "boot/grub2/grubenv", "boot/loader/entries")
+REBOOT_FLAGS = ("run/reboot-required", "var/run/reboot-required")
+# Kernel modules the stages load or keep away; srcversion changes with each build.
+WATCHED_MODULES = ("nvidia", "nvidia_peermem", "nv_peer_mem", "gdrdrv", "nouveau",
+                   "ib_core", "ib_uverbs", "mlx5_core", "mlx5_ib")
+DKMS_SKIP = ("build",)
+
+
+def _under(root, relative):
+    return os.path.join(root or "/", relative.lstrip("/"))
+
+
+def _sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _entry_digest(path):
+    """Digest of one tree entry: file content, link target, or 'dir'; None when gone."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    mode = "%o" % stat.S_IMODE(info.st_mode)
+    if stat.S_ISLNK(info.st_mode):
+        return "link:" + os.readlink(path)
+    if stat.S_ISDIR(info.st_mode):
+        return "dir:" + mode
+    if stat.S_ISREG(info.st_mode):
+        try:
+            return "file:%s:%s" % (mode, _sha256_file(path))
+        except (IOError, OSError) as exc:
+            return "unreadable:%s" % exc.__class__.__name__
+    return "special:%o" % stat.S_IFMT(info.st_mode)
+
+
+def _walk(top, skip_dirs=(), exclude=()):
+    """Paths under top (relative to top), sorted, links not followed."""
+    found = []
+    for current, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d not in skip_dirs)
+        for name in sorted(dirs + files):
+            path = os.path.join(current, name)
+            if path in exclude:
+                continue
+            found.append(path)
+    return found
+
+
+def config_digests(root="/", exclude=()):
+    """{'/etc/...': digest} for every entry of the configuration trees and files."""
+    result = {}
+    excluded = set(_under(root, p) for p in exclude)
+    for tree in CONFIG_TREES:
+        top = _under(root, tree)
+        if not os.path.isdir(top):
+            continue
+        for path in _walk(top, exclude=excluded):
+            result["/" + os.path.relpath(path, root or "/")] = _entry_digest(path)
+    for name in CONFIG_FILES:
+        digest = _entry_digest(_under(root, name))
+        if digest is not None:
+            result["/" + name] = digest
+    return result
+
+
+def _listing_digest(paths, root):
+    """Digest of names, kinds, sizes and modification times (not content)."""
+    digest = hashlib.sha256()
+    count = 0
+    for path in paths:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        target = os.readlink(path) if stat.S_ISLNK(info.st_mode) else ""
+        size = info.st_size if stat.S_ISREG(info.st_mode) else 0
+        digest.update(("%s|%o|%d|%d|%s\n" % (os.path.relpath(path, root or "/"), stat.S_IFMT(info.st_mode),
+                                             size, int(info.st_mtime), target)).encode("utf-8", "replace"))
+        count += 1
+    return "%d:%s" % (count, digest.hexdigest())
+
+
+def package_digest(root="/"):
+    """One digest over the package databases present (dpkg status content, rpmdb listing)."""
+    parts = []
+    for name in PACKAGE_DBS:
+        path = _under(root, name)
+        if os.path.isfile(path):
+            parts.append("%s=%s" % (name, _sha256_file(path)))
+        elif os.path.isdir(path):
+            parts.append("%s=%s" % (name, _listing_digest(_walk(path), root)))
+    return ";".join(parts) or "none"
+
+
+def built_modules_digest(root="/"):
+    """Listing digest of the DKMS tree (without build directories) and of each
+    kernel's updates/extra/weak-updates directories."""
+    paths = []
+    dkms = _under(root, MODULE_TREES[0])
+    if os.path.isdir(dkms):
+        paths.extend(_walk(dkms, skip_dirs=DKMS_SKIP))
+    modules = _under(root, MODULE_TREES[1])
+    if os.path.isdir(modules):
+        for kernel in sorted(os.listdir(modules)):
+            for sub in MODULE_SUBDIRS:
+                top = os.path.join(modules, kernel, sub)
+                if os.path.isdir(top):
+                    paths.append(top)
+                    paths.extend(_walk(top))
+    return _listing_digest(paths, root)
+
+
+def boot_digest(root="/"):
+    """Installed kernel images and boot loader configuration."""
+    paths = []
+    boot = _under(root, "boot")
+    if os.path.isdir(boot):
+        paths.extend(os.path.join(boot, n) for n in sorted(os.listdir(boot))
+                     if n.startswith(("vmlinuz", "initrd", "initramfs")))
+    for name in BOOT_FILES:
+        path = _under(root, name)
+        if os.path.isdir(path):
+            paths.extend(_walk(path))
+        elif os.path.lexists(path):
+            paths.append(path)
+    return _listing_digest(paths, root)
+
+
+def loaded_modules(root="/"):
+    """{'nvidia': '<srcversion or loaded>'} for the watched modules that are loaded
+    (``/proc/modules``; ``/sys/module`` where there is no procfs)."""
+    result = {}
+    try:
+        with open(_under(root, "proc/modules")) as handle:
+            names = set(line.split(" ", 1)[0] for line in handle if line.strip())
+    except (IOError, OSError):
+        # a captured tree without procfs: /sys/module/<name> exists while it is loaded
+        names = set(n for n in WATCHED_MODULES if os.path.isdir(_under(root, "sys/module/" + n)))
+    for name in WATCHED_MODULES:
+        if name in names:
+            srcversion = None
+            try:
+                with open(_under(root, "sys/module/%s/srcversion" % name)) as handle:
+                    srcversion = handle.read().strip()
+            except (IOError, OSError):
+                pass
+            result[name] = srcversion or "loaded"
+    return result
+
+
+def acs_controls(root="/"):
+    """{'0000:00:01.0': '0x001d'} for every function with a readable ACS capability."""
+    result = {}
+    for address in list_pci_addresses(root):
+        info = acs_info(read_config(pci_device_dir(root, address)))
+        if info["status"] == "present":
+            result[address] = info["ctl_hex"]
+    return result
+
+
+def reboot_flags(root="/"):
+    return sorted("/" + name for name in REBOOT_FLAGS if os.path.exists(_under(root, name)))
+
+
+def kernel_state(root="/", runner=None, live=False):
+    default, source, _warnings = default_boot_kernel(root, runner=runner, live=live)
+    cmdline = ""
+    try:
+        with open(_under(root, "proc/cmdline")) as handle:
+            cmdline = handle.read().strip()
+    except (IOError, OSError):
+        pass
+    return {"running": running_kernel(root, live=live), "default": default, "default_source": source,
+            "cmdline": cmdline, "reboot_flags": reboot_flags(root)}
+
+
+def fingerprint(root="/", units=None, runner=None, live=False, exclude=()):
+    """The node's fingerprint (see module docstring). ``units`` maps unit name
+    to its active state, as read by the caller (systemctl needs a live host)."""
+    return {
+        "format": FORMAT,
+        "kernel": kernel_state(root, runner=runner, live=live),
+        "packages": package_digest(root),
+        "built_modules": built_modules_digest(root),
+        "boot": boot_digest(root),
+        "loaded_modules": loaded_modules(root),
+        "acs": acs_controls(root),
+        "units": dict(units or {}),
+        "config": config_digests(root, exclude=exclude),
+    }
+
+
+def _changed_keys(old, new):
+    old = old if isinstance(old, dict) else {}
+    new = new if isinstance(new, dict) else {}
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
+def _describe(name, old, new):
+    if old is None:
+        return "%s: added" % name
+    if new is None:
+        return "%s: removed" % name
+    return "%s: %s -> %s" % (name, old, new)
+
+
+def _short_list(items, limit=5):
+    shown = ", ".join(items[:limit])
+    return shown + (" and %d more" % (len(items) - limit) if len(items) > limit else "")
+
+
+def differences(recorded, current):
+    """Human-readable reasons why ``current`` differs from ``recorded``; [] when equal.
+
+    ``recorded`` and ``current`` are ``{"inputs": str, "fingerprint": dict}``.
+    """
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("fingerprint"), dict):
+        return ["the record holds no fingerprint"]
+    reasons = []
+    if recorded.get("inputs") != current.get("inputs"):
+        reasons.append("the controller's inputs changed (inventory variables or toolkit files)")
+    old, new = recorded["fingerprint"], current["fingerprint"]
+    if old.get("format") != new.get("format"):
+        return reasons + ["the record was written by another toolkit version (format %s, now %s)"
+                          % (old.get("format"), new.get("format"))]
+    old_kernel, new_kernel = old.get("kernel") or {}, new.get("kernel") or {}
+    for key, label in (("running", "running kernel"), ("default", "default boot kernel"),
+                       ("cmdline", "kernel command line"), ("reboot_flags", "reboot-required flags")):
+        if old_kernel.get(key) != new_kernel.get(key):
+            reasons.append("%s: %s -> %s" % (label, old_kernel.get(key), new_kernel.get(key)))
+    for key, label in (("packages", "installed packages (package database)"),
+                       ("built_modules", "built kernel modules (DKMS tree, updates/extra directories)"),
+                       ("boot", "installed kernels or boot loader configuration")):
+        if old.get(key) != new.get(key):
+            reasons.append("%s changed" % label)
+    for key, label in (("loaded_modules", "loaded module"), ("acs", "ACS control of"), ("units", "unit")):
+        changed = _changed_keys(old.get(key), new.get(key))
+        if changed:
+            reasons.append("%s %s" % (label, _short_list(
+                [_describe(k, (old.get(key) or {}).get(k), (new.get(key) or {}).get(k)) for k in changed])))
+    changed_files = _changed_keys(old.get("config"), new.get("config"))
+    if changed_files:
+        reasons.append("configuration files changed: %s" % _short_list(changed_files))
+    return reasons

@@ -1,0 +1,282 @@
+"""gpudirect_state: the converged-state record, its comparison, and the inputs digest."""
+
+import json
+import os
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+import gpudirect_state as state_module  # library/gpudirect_state.py
+from ansible.module_utils import gpudirect_state as fp
+from conftest import ROOT, SHARED_FIXTURES
+from gpudirect_inputs import inputs_digest  # filter_plugins/gpudirect_inputs.py
+from gpudirect_state import read_record
+from sysfs_tree import ACS_ALL_CTL, gpu_server, h200_capture
+
+RECORD = "/var/lib/gpudirect/converged.json"
+INPUTS = "0" * 64
+
+
+def converged_node(base):
+    """gpu_server's sysfs plus what a converged Debian node has on disk."""
+    t = gpu_server(str(base))
+    t.write("proc/modules", "nvidia_peermem 16384 0 - Live 0x0\nnvidia 56623104 1 nvidia_peermem, Live 0x0\n"
+            "mlx5_ib 409600 0 - Live 0x0\nib_core 454656 2 mlx5_ib,nvidia_peermem, Live 0x0\n"
+            "mlx5_core 2076672 1 mlx5_ib, Live 0x0\n")
+    t.write("sys/module/nvidia/srcversion", "AAAA1111\n")
+    t.write("sys/module/nvidia_peermem/srcversion", "BBBB2222\n")
+    t.write("var/lib/dpkg/status", "Package: doca-ofed\nStatus: hold ok installed\nVersion: 2.10.0\n\n")
+    t.write("etc/modprobe.d/gpudirect-blacklist-nouveau.conf", "blacklist nouveau\n")
+    t.write("etc/modules-load.d/gpudirect-nvidia-peermem.conf", "nvidia_peermem\n")
+    t.write("etc/apt/sources.list.d/doca.list", "deb [signed-by=/etc/apt/keyrings/mellanox-doca.asc] http://m/ ./\n")
+    t.write("etc/security/limits.d/90-gpudirect-memlock.conf", "* - memlock unlimited\n")
+    t.write("var/lib/dkms/nvidia/570.1/6.1.0-18-amd64/x86_64/module/nvidia.ko.xz", "ko")
+    t.write("var/lib/dkms/nvidia/570.1/build/make.log", "log")
+    t.write("lib/modules/6.1.0-18-amd64/updates/dkms/nvidia.ko.xz", "ko")
+    return t
+
+
+def run(run_module, root, check_mode=False, **args):
+    params = {"inputs": INPUTS, "root": str(root)}
+    params.update(args)
+    return run_module(state_module, params, check_mode=check_mode)
+
+
+@pytest.fixture
+def node(tmp_path, run_module):
+    t = converged_node(tmp_path)
+    first = run(run_module, tmp_path, state="record")
+    assert first["changed"] is True
+    return t
+
+
+def test_no_record_means_a_full_run(tmp_path, run_module):
+    converged_node(tmp_path)
+    result = run(run_module, tmp_path)
+    assert result["unchanged"] is False
+    assert result["differences"] == ["no record of a converged run at %s (first run, or the last one did not "
+                                     "finish)" % RECORD]
+    assert result["changed"] is False
+    assert not os.path.exists(os.path.join(str(tmp_path), RECORD.lstrip("/")))
+
+
+def test_record_then_query_matches_and_rerecord_changes_nothing(node, tmp_path, run_module):
+    result = run(run_module, tmp_path)
+    assert result["unchanged"] is True, result["differences"]
+    assert result["differences"] == []
+    assert result["recorded_at"].endswith("Z")
+    assert result["summary"] == {"config_files": 4, "loaded_modules": 5, "acs_functions": 4, "units": 0}
+    again = run(run_module, tmp_path, state="record")
+    assert again["changed"] is False
+    record = json.load(open(os.path.join(str(tmp_path), RECORD.lstrip("/"))))
+    assert record["inputs"] == INPUTS
+    assert record["fingerprint"]["acs"]["0000:02:08.0"] == "0x%04x" % ACS_ALL_CTL
+    assert record["fingerprint"]["loaded_modules"]["nvidia"] == "AAAA1111"
+    assert oct(os.stat(os.path.join(str(tmp_path), RECORD.lstrip("/"))).st_mode & 0o777) == "0o600"
+
+
+def _edit_config(t):
+    t.write("etc/modprobe.d/gpudirect-blacklist-nouveau.conf", "# blacklist nouveau\n")
+
+
+def _remove_config(t):
+    os.remove(t.abs("etc/security/limits.d/90-gpudirect-memlock.conf"))
+
+
+def _new_kernel_running(t):
+    t.write("proc/sys/kernel/osrelease", "6.1.0-20-amd64\n")
+
+
+def _new_default_kernel(t):
+    t.write("boot/vmlinuz-6.1.0-20-amd64", "kernel image\n")
+    os.remove(t.abs("boot/vmlinuz"))
+    os.symlink("vmlinuz-6.1.0-20-amd64", t.abs("boot/vmlinuz"))
+
+
+def _package_change(t):
+    t.write("var/lib/dpkg/status", "Package: doca-ofed\nStatus: install ok installed\nVersion: 2.10.0\n\n")
+
+
+def _acs_back_on(t):
+    path = t.abs("sys/bus/pci/devices/0000:02:08.0/config")
+    data = bytearray(open(path, "rb").read())
+    data[0x148 + 6:0x148 + 8] = b"\x00\x00"
+    open(path, "wb").write(bytes(data))
+
+
+def _module_rebuilt(t):
+    t.write("sys/module/nvidia_peermem/srcversion", "CCCC3333\n")
+
+
+def _module_unloaded(t):
+    lines = open(t.abs("proc/modules")).read().splitlines()
+    t.write("proc/modules", "\n".join(l for l in lines if not l.startswith("nvidia_peermem ")) + "\n")
+
+
+def _reboot_flag(t):
+    t.write("run/reboot-required", "*** System restart required ***\n")
+
+
+def _dkms_built_more(t):
+    t.write("var/lib/dkms/nvidia/570.1/6.1.0-20-amd64/x86_64/module/nvidia.ko.xz", "ko")
+
+
+def _cmdline(t):
+    t.cmdline("BOOT_IMAGE=/boot/vmlinuz-6.1.0-18-amd64 root=UUID=x ro quiet")
+
+
+DRIFT = [
+    (_edit_config, "configuration files changed: /etc/modprobe.d/gpudirect-blacklist-nouveau.conf"),
+    (_remove_config, "configuration files changed: /etc/security/limits.d/90-gpudirect-memlock.conf"),
+    (_new_kernel_running, "running kernel: 6.1.0-18-amd64 -> 6.1.0-20-amd64"),
+    (_new_default_kernel, "default boot kernel: 6.1.0-18-amd64 -> 6.1.0-20-amd64"),
+    (_package_change, "installed packages (package database) changed"),
+    (_acs_back_on, "ACS control of 0000:02:08.0: 0x005d -> 0x0000"),
+    (_module_rebuilt, "loaded module nvidia_peermem: BBBB2222 -> CCCC3333"),
+    (_module_unloaded, "loaded module nvidia_peermem: removed"),
+    (_reboot_flag, "reboot-required flags: [] -> ['/run/reboot-required']"),
+    (_dkms_built_more, "built kernel modules (DKMS tree, updates/extra directories) changed"),
+    (_cmdline, "kernel command line: BOOT_IMAGE"),
+]
+
+
+@pytest.mark.parametrize("drift, reason", DRIFT, ids=[d[0].__name__.strip("_") for d in DRIFT])
+def test_every_kind_of_drift_is_named(node, tmp_path, run_module, drift, reason):
+    drift(node)
+    result = run(run_module, tmp_path)
+    assert result["unchanged"] is False
+    assert any(d.startswith(reason) for d in result["differences"]), result["differences"]
+
+
+def test_dkms_build_logs_do_not_count(node, tmp_path, run_module):
+    node.write("var/lib/dkms/nvidia/570.1/build/make.log", "another build's log, longer than before")
+    assert run(run_module, tmp_path)["unchanged"] is True
+
+
+def test_changed_inputs_are_named(node, tmp_path, run_module):
+    result = run(run_module, tmp_path, inputs="1" * 64)
+    assert result["differences"] == ["the controller's inputs changed (inventory variables or toolkit files)"]
+
+
+def test_units_are_read_as_unknown_off_host(node, tmp_path, run_module):
+    result = run(run_module, tmp_path, units=["nvidia-persistenced.service"])
+    assert result["differences"] == ["unit nvidia-persistenced.service: added"]
+    assert result["summary"]["units"] == 1
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("{not json", "is unreadable"),
+    ("[1, 2]", "is not a JSON object"),
+    ("{}", "the record holds no fingerprint"),
+    ('{"inputs": "x", "fingerprint": {"format": 0}}', "the record was written by another toolkit version (format 0, now 1)"),
+], ids=["not-json", "list", "no-fingerprint", "old-format"])
+def test_malformed_record_means_a_full_run_never_a_crash(node, tmp_path, run_module, content, reason):
+    node.write(RECORD.lstrip("/"), content)
+    result = run(run_module, tmp_path, inputs="x")
+    assert result["unchanged"] is False
+    assert any(reason in d for d in result["differences"]), result["differences"]
+    rewritten = run(run_module, tmp_path, inputs="x", state="record")
+    assert rewritten["changed"] is True
+    assert run(run_module, tmp_path, inputs="x")["unchanged"] is True
+
+
+def test_check_mode_record_writes_nothing(tmp_path, run_module):
+    converged_node(tmp_path)
+    result = run(run_module, tmp_path, check_mode=True, state="record")
+    assert result["changed"] is True
+    assert not os.path.exists(os.path.join(str(tmp_path), RECORD.lstrip("/")))
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"inputs": "  "}, "inputs is empty"),
+    ({"root": "/nonexistent/tree"}, "is not a directory"),
+])
+def test_bad_input_fails_with_what_to_do(tmp_path, run_module, args, message):
+    params = {"inputs": INPUTS, "root": str(tmp_path)}
+    params.update(args)
+    result = run_module(state_module, params)
+    assert result["failed"] is True
+    assert message in result["msg"]
+
+
+def test_unwritable_record_says_what_to_do(tmp_path, run_module):
+    converged_node(tmp_path)
+    os.makedirs(os.path.join(str(tmp_path), "var/lib/gpudirect/converged.json/blocked"))
+    result = run(run_module, tmp_path, state="record")
+    assert result["failed"] is True
+    assert "gpudirect_state_record_path" in result["msg"]
+
+
+def test_read_record_of_a_missing_file():
+    record, reason, mtime = read_record("/nonexistent/converged.json")
+    assert record is None and mtime is None
+    assert reason.startswith("no record of a converged run")
+
+
+def test_h200_capture_fingerprint(tmp_path):
+    h200_capture(str(tmp_path), os.path.join(SHARED_FIXTURES, "h200"))
+    first = fp.fingerprint(str(tmp_path))
+    assert first["kernel"]["running"]
+    assert "nvidia" in first["loaded_modules"]
+    assert fp.differences({"inputs": "a", "fingerprint": first},
+                          {"inputs": "a", "fingerprint": fp.fingerprint(str(tmp_path))}) == []
+
+
+# --------------------------------------------------------------------------- inputs digest
+
+def _project(tmp_path):
+    root = tmp_path / "toolkit"
+    for part in ("roles/r/defaults", "library", "module_utils", "filter_plugins", "playbooks"):
+        (root / part).mkdir(parents=True)
+    (root / "site.yml").write_text("---\n")
+    (root / "roles/r/defaults/main.yml").write_text("r_x: 1\n")
+    (root / "library/m.py").write_text("# module\n")
+    return root
+
+
+def test_inputs_digest_follows_variables_and_toolkit_files(tmp_path):
+    root = _project(tmp_path)
+    base = inputs_digest({"gpudirect_a": 1, "nvidia_driver_branch": "570"}, str(root), "2.19.0")
+    assert base == inputs_digest({"nvidia_driver_branch": "570", "gpudirect_a": 1}, str(root), "2.19.0")
+    assert base != inputs_digest({"gpudirect_a": 2, "nvidia_driver_branch": "570"}, str(root), "2.19.0")
+    assert base != inputs_digest({"gpudirect_a": 1, "nvidia_driver_branch": "570"}, str(root), "2.20.0")
+    (root / "roles/r/defaults/main.yml").write_text("r_x: 2\n")
+    assert base != inputs_digest({"gpudirect_a": 1, "nvidia_driver_branch": "570"}, str(root), "2.19.0")
+
+
+def test_inputs_digest_ignores_bytecode(tmp_path):
+    root = _project(tmp_path)
+    base = inputs_digest({}, str(root))
+    (root / "library/__pycache__").mkdir()
+    (root / "library/__pycache__/m.cpython-311.pyc").write_bytes(b"\x00")
+    assert inputs_digest({}, str(root)) == base
+
+
+def test_inputs_digest_of_the_real_toolkit_is_stable():
+    assert inputs_digest({"a": 1}, ROOT) == inputs_digest({"a": 1}, ROOT)
+
+
+@pytest.mark.parametrize("variables, root, message", [
+    (["gpudirect_a"], None, "expected a dict"),
+    ({}, "/nonexistent", "not the toolkit's directory"),
+])
+def test_inputs_digest_rejects_bad_input(tmp_path, variables, root, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        inputs_digest(variables, root or str(_project(tmp_path)))
+
+
+def test_every_config_tree_the_roles_write_is_watched():
+    """Each absolute path in the roles' vars/defaults that the roles write lies in a watched tree."""
+    written = []
+    for role in os.listdir(os.path.join(ROOT, "roles")):
+        for sub in ("vars/main.yml", "defaults/main.yml"):
+            path = os.path.join(ROOT, "roles", role, sub)
+            if os.path.exists(path):
+                for name, value in (yaml.safe_load(open(path)) or {}).items():
+                    if isinstance(value, str) and value.startswith("/etc/") and "grubby" not in value:
+                        written.append((name, value))
+    assert written
+    watched = tuple("/" + t + "/" for t in fp.CONFIG_TREES) + tuple("/" + f for f in fp.CONFIG_FILES)
+    missing = [(n, v) for n, v in written if not (v + "/").startswith(watched) and v not in watched]
+    assert not missing, missing
