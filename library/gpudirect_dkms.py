@@ -70,6 +70,15 @@ options:
         times and C(make.log) there; it does not pass the path to C(dkms). Change it only for tests.
     type: path
     default: /var/lib/dkms
+  rebuild_out_of_order:
+    description:
+      - Rebuild a module built before an earlier module of I(chain) (see C(rebuild) above).
+      - C(false) plans only what is missing or not installed (and everything after it); a module merely
+        built out of order is listed in C(deferred) instead. For a pass that runs before a role that may
+        rebuild the chain anyway (an OFED upgrade rebuilds OFED, then the NVIDIA driver), where a
+        reordering rebuild now would be thrown away minutes later.
+    type: bool
+    default: true
   log_lines:
     description:
       - How many lines from the end of C(make.log) to show when a build fails. C(0) shows none.
@@ -216,6 +225,13 @@ skipped_modules:
   type: list
   elements: dict
   sample: [{module: gdrdrv, reason: not registered in DKMS (dkms status does not list it)}]
+deferred:
+  description: With O(rebuild_out_of_order=false), the modules built out of order that were not rebuilt.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{kernel: 6.1.0-20-amd64, module: nvidia, reason: "built for 6.1.0-20-amd64 at 2026-11-23T07:40:02Z,
+            before mlnx-ofed-kernel (2026-11-23T07:44:10Z)"}]
 dkms_messages:
   description: Lines of C(dkms status) that are not status lines (C(Error!), C(Warning:), anything malformed).
   returned: always
@@ -393,8 +409,13 @@ def module_states(reg, chain, kernel, dkms_tree):
     return rows
 
 
-def plan_kernel(kernel, rows, dkms):
-    """Actions for one kernel, from ``module_states`` rows in chain order."""
+def plan_kernel(kernel, rows, dkms, deferred=None):
+    """Actions for one kernel, from ``module_states`` rows in chain order.
+
+    With a ``deferred`` list, a module built before an earlier one of the chain is
+    not rebuilt but appended there (``{"kernel", "module", "reason"}``); missing
+    modules and everything after them are still (re)built.
+    """
     actions = []
     rebuilt = None          # first module (re)built for this kernel by this plan
     newest = None           # (build_time, name) of the newest build among earlier modules
@@ -415,9 +436,12 @@ def plan_kernel(kernel, rows, dkms):
             act(row, "rebuild", "%s is (re)built for %s in this run and %s must be built after it"
                 % (rebuilt, kernel, row["name"]))
         elif row["build_time"] is not None and newest is not None and row["build_time"] < newest[0]:
-            act(row, "rebuild", "built for %s at %s, before %s (%s)"
-                % (kernel, row["built_at"], newest[1], iso(newest[0])))
-            rebuilt = row["name"]
+            reason = "built for %s at %s, before %s (%s)" % (kernel, row["built_at"], newest[1], iso(newest[0]))
+            if deferred is None:
+                act(row, "rebuild", reason)
+                rebuilt = row["name"]
+            else:
+                deferred.append({"kernel": kernel, "module": row["name"], "reason": reason})
         elif row["state"] == "built":
             act(row, "install", "built for %s but not installed" % kernel)
         if row["build_time"] is not None and (newest is None or row["build_time"] >= newest[0]):
@@ -673,8 +697,9 @@ class DkmsChain(object):
         skipped = self.skipped(reg)
         states = self.states(reg, kernels)
         actions = []
+        deferred = None if self.module.params["rebuild_out_of_order"] else []
         for kernel in kernels:
-            actions.extend(plan_kernel(kernel["release"], states[kernel["release"]], self.dkms))
+            actions.extend(plan_kernel(kernel["release"], states[kernel["release"]], self.dkms, deferred))
         self.check_headers(kernels, actions)
         if actions and not self.module.check_mode:
             self.execute(actions)
@@ -688,7 +713,10 @@ class DkmsChain(object):
         else:
             msg = "%s %d DKMS module build(s) for kernels %s" % (
                 "would run" if self.module.check_mode else "ran", len(actions), releases)
-        self.module.exit_json(changed=bool(actions), msg=msg, summary=summary_lines(kernels, actions) or [msg],
+        summary = summary_lines(kernels, actions) or [msg]
+        summary += ["left for a later pass: %s for %s, %s" % (d["module"], d["kernel"], d["reason"])
+                    for d in deferred or []]
+        self.module.exit_json(changed=bool(actions), msg=msg, summary=summary, deferred=deferred or [],
                               kernels=kernels, running=running, default=default, default_source=source,
                               modules=self.modules_of(states), actions=actions, skipped_modules=skipped,
                               dkms_messages=self.messages)
@@ -701,6 +729,7 @@ def main():
             chain=dict(type="list", elements="str", default=list(DEFAULT_CHAIN)),
             dkms_tree=dict(type="path", default="/var/lib/dkms"),
             log_lines=dict(type="int", default=40),
+            rebuild_out_of_order=dict(type="bool", default=True),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,

@@ -617,3 +617,33 @@ def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
     for name, spec in seen.items():
         assert spec.get("default") == doc["options"][name].get("default"), name
         assert spec["type"] == doc["options"][name]["type"], name
+
+
+def test_plan_defers_an_out_of_order_build_when_asked():
+    deferred = []
+    rows = [row("mlnx-ofed-kernel", when=500), row("nvidia", when=200), row("gdrdrv", when=700)]
+    assert plan_kernel(NEW, rows, "dkms", deferred) == []
+    assert deferred == [{"kernel": NEW, "module": "nvidia",
+                         "reason": "built for %s at 1970-01-01T00:03:20Z, before mlnx-ofed-kernel "
+                                   "(1970-01-01T00:08:20Z)" % NEW}]
+
+
+def test_plan_deferring_still_builds_what_is_missing_and_all_after_it():
+    deferred = []
+    rows = [row("mlnx-ofed-kernel", state="missing"), row("nvidia", when=200), row("gdrdrv", when=100)]
+    assert [(a["module"], a["action"]) for a in plan_kernel(NEW, rows, "dkms", deferred)] == [
+        ("mlnx-ofed-kernel", "install"), ("nvidia", "rebuild"), ("gdrdrv", "rebuild")]
+    assert deferred == []
+
+
+def test_rebuild_out_of_order_false_builds_nothing_and_names_the_module(tmp_path, monkeypatch, run_module):
+    host = FakeHost(tmp_path, monkeypatch)
+    healthy(host, kernels=(OLD,))
+    host.build("mlnx-ofed-kernel", OFED_V, NEW, 9000)
+    host.build("nvidia", NV_V, NEW, 8000)
+    host.build("nv_peer_mem", "1.3", NEW, 9500)
+    args = dict(host.args(), rebuild_out_of_order=False)
+    result = run_module(gpudirect_dkms, args)
+    assert result["changed"] is False and host.commands() == []
+    assert [(d["module"], d["kernel"]) for d in result["deferred"]] == [("nvidia", NEW)]
+    assert result["summary"][-1].startswith("left for a later pass: nvidia for %s, built for %s at" % (NEW, NEW))
