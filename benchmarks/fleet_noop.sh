@@ -13,13 +13,18 @@
 #
 # What runs: the container scenario's converge playbook
 # (molecule/default/converge.yml), i.e. the stages of site.yml a container can
-# carry, in site.yml's order: preflight, os_pin, pcie_acs, report. drivers,
+# carry, in site.yml's order: the converged-state check, preflight, os_pin,
+# pcie_acs, report, the record. The no-op runs find every node as its converge
+# left it, so the install stages end at once (roles/gpudirect_state);
+# FLEET_EXTRA_ARGS="-e gpudirect_state_skip_unchanged=false" times every
+# stage's own checks instead. drivers,
 # reboot and verify need a kernel of their own (DKMS, modprobe, a reboot, an
 # RDMA device) and are measured on the VM node (benchmarks/vm_converge.sh).
 # Node knobs: inventory/testnode/group_vars (no GPU, no RDMA NIC).
 #
 # Environment: FLEET_PREFIX (container names, default gpudirect-bench),
-# FLEET_PLAYBOOK (default molecule/default/converge.yml), FLEET_FORKS (forks of
+# FLEET_PLAYBOOK (default molecule/default/converge.yml), FLEET_EXTRA_ARGS
+# (more ansible-playbook arguments for the timed runs), FLEET_FORKS (forks of
 # each timed run, default N; never below N), BENCH_RESULTS, BENCH_WORK (see lib.sh).
 # Figures (key=value in $BENCH_RESULTS): fleet_converge_wall_s, fleet_converge_nodes,
 # fleet_nodes, fleet_n<N>_{wall_s,tasks_per_node,tasks,changed,failed,forks,s_per_node}.
@@ -110,7 +115,8 @@ for n in "${sizes[@]}"; do
   if ((forks < n)); then forks=$n; fi
   inv=$(inventory "$n")
   log="$BENCH_WORK/fleet-noop-$n.log"
-  bench_timed "$log" ansible-playbook -i "$inv" --forks "$forks" "$playbook"
+  # shellcheck disable=SC2086  # FLEET_EXTRA_ARGS is a list of words
+  bench_timed "$log" ansible-playbook -i "$inv" --forks "$forks" ${FLEET_EXTRA_ARGS:-} "$playbook"
   if ((BENCH_RC)) && ! grep -q "PLAY RECAP" "$log"; then bench_show_failure "$log"; exit 1; fi
   recap=$(bench_recap "$log")
   read -r _ tasks_per_node tasks changed failed unreachable _ <<<"$recap"
