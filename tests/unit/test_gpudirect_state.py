@@ -280,3 +280,31 @@ def test_every_config_tree_the_roles_write_is_watched():
     watched = tuple("/" + t + "/" for t in fp.CONFIG_TREES) + tuple("/" + f for f in fp.CONFIG_FILES)
     missing = [(n, v) for n, v in written if not (v + "/").startswith(watched) and v not in watched]
     assert not missing, missing
+
+
+# --------------------------------------------------------------------------- a real H100 node
+
+def _h100_capture():
+    from conftest import PROJECT_FIXTURES
+    with open(os.path.join(PROJECT_FIXTURES, "gpu_node", "h100", "gpudirect_state.json")) as handle:
+        return json.load(handle)
+
+
+def test_h100_capture_matched_itself_and_named_the_added_file():
+    capture = _h100_capture()
+    assert capture["same"]["unchanged"] is True and capture["same"]["differences"] == []
+    assert capture["drifted"]["differences"] == ["configuration files changed: /usr/local/sbin/gpudirect-state-test"]
+    record = capture["record"]
+    assert record["fingerprint"]["loaded_modules"]["nvidia"]
+    assert fp.differences(record, json.loads(json.dumps(record))) == []
+
+
+def test_h100_record_against_a_rebuilt_driver_and_a_new_kernel():
+    record = _h100_capture()["record"]
+    now = json.loads(json.dumps(record))
+    old_src = record["fingerprint"]["loaded_modules"]["nvidia"]
+    now["fingerprint"]["loaded_modules"]["nvidia"] = "0" * len(old_src)
+    now["fingerprint"]["kernel"]["running"] = "6.18.45-fc-v658-gpu"
+    assert fp.differences(record, now) == [
+        "running kernel: %s -> 6.18.45-fc-v658-gpu" % record["fingerprint"]["kernel"]["running"],
+        "loaded module nvidia: %s -> %s" % (old_src, "0" * len(old_src))]

@@ -7,6 +7,7 @@
 #   preflight.log          playbooks/preflight.yml, normal run
 #   preflight-check.log    the same with --check
 #   loopback.log, loopback_*.json  gpudirect_loopback cases (tests/harness/gpu_node/loopback.yml)
+#   state.log, gpudirect_state.json  the converged-state record (tests/harness/gpu_node/state.yml)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 OUT=${OUT:-$PWD/gpu-node-out}; mkdir -p "$OUT"
@@ -37,6 +38,11 @@ ap playbooks/preflight.yml >"$OUT/preflight.log" 2>&1; echo "preflight rc=$?"
 ap playbooks/preflight.yml --check >"$OUT/preflight-check.log" 2>&1; echo "preflight --check rc=$?"
 grep -E "msg|GPU|driver|RDMA|cannot reach|changed=" "$OUT/preflight.log" | head -40
 grep -E "changed=" "$OUT/preflight-check.log"
+
+# --- converged-state record on a real node: record, match, a watched file added is named
+s0=$(date +%s.%N)
+ap tests/harness/gpu_node/state.yml >"$OUT/state.log" 2>&1; echo "state rc=$? ($(python3 -c "import sys; print('%.1f s' % (float(sys.argv[2]) - float(sys.argv[1])))" "$s0" "$(date +%s.%N)"))"
+grep -E "msg|changed=" "$OUT/state.log" | cut -c1-600
 
 # --- loopback on the GPU node: the CUDA half for real, the no-NIC failure, bad input
 ap tests/harness/gpu_node/loopback.yml >"$OUT/loopback.log" 2>&1; echo "loopback rc=$?"
