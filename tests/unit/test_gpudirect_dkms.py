@@ -422,12 +422,18 @@ def test_dkms2_format_and_re_add_after_remove_drops_the_module(tmp_path, monkeyp
     assert result["modules"][OLD]["nvidia"]["build_time"] > 5000
 
 
-def test_wrong_order_on_one_kernel_leaves_the_other_alone(tmp_path, monkeypatch, run_module):
+def wrong_order_on_new(tmp_path, monkeypatch):
+    """OLD healthy; on NEW nvidia was built before OFED, nv_peer_mem after both."""
     host = FakeHost(tmp_path, monkeypatch)
     healthy(host, kernels=(OLD,))
     host.build("mlnx-ofed-kernel", OFED_V, NEW, 9000)
     host.build("nvidia", NV_V, NEW, 8000)
     host.build("nv_peer_mem", "1.3", NEW, 9500)
+    return host
+
+
+def test_wrong_order_on_one_kernel_leaves_the_other_alone(tmp_path, monkeypatch, run_module):
+    host = wrong_order_on_new(tmp_path, monkeypatch)
     result = run_module(gpudirect_dkms, host.args())
     # nvidia stays registered (built for OLD), so no add is needed
     assert host.commands() == ["remove -m nvidia -v %s -k %s" % (NV_V, NEW), "install -m nvidia -v %s -k %s" % (NV_V, NEW),
@@ -637,11 +643,7 @@ def test_plan_deferring_still_builds_what_is_missing_and_all_after_it():
 
 
 def test_rebuild_out_of_order_false_builds_nothing_and_names_the_module(tmp_path, monkeypatch, run_module):
-    host = FakeHost(tmp_path, monkeypatch)
-    healthy(host, kernels=(OLD,))
-    host.build("mlnx-ofed-kernel", OFED_V, NEW, 9000)
-    host.build("nvidia", NV_V, NEW, 8000)
-    host.build("nv_peer_mem", "1.3", NEW, 9500)
+    host = wrong_order_on_new(tmp_path, monkeypatch)
     args = dict(host.args(), rebuild_out_of_order=False)
     result = run_module(gpudirect_dkms, args)
     assert result["changed"] is False and host.commands() == []
