@@ -19,7 +19,15 @@ keeps qemu's own reset.
     vm.py info NAME           # molecule instance_config entry as JSON
     vm.py ssh NAME [CMD...]
     vm.py stop NAME [--keep]  # --keep leaves the run dir (serial log) behind
+    vm.py save NAME --to SAVED  # power the guest off, keep its disk as <cache>/vm/saved/SAVED
+    vm.py start NAME ... --from-saved SAVED   # boot a copy of it (when still valid)
     vm.py status
+
+Saved disks let one converge serve two scenarios: the `rdma` scenario saves its
+converged, verified node and the `kernel_update` scenario starts from it instead
+of converging again. A saved disk is used only while the toolkit's code and the
+test node's recipe (CONVERGE_INPUTS) and the image are what they were when it
+was saved; otherwise `start` says why and boots the pristine image.
 
 Acceleration: --accel auto|tcg|kvm (or GPUDIRECT_VM_ACCEL). auto runs a short
 probe boot under KVM once per (kernel, qemu) pair and caches the verdict; on
@@ -48,6 +56,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("GPUDIRECT_CACHE") or Path.home() / ".cache" / "gpudirect-rdma") / "vm"
 QEMU = os.environ.get("GPUDIRECT_QEMU", "qemu-system-x86_64")
+PROJECT = HERE.parents[2]
+# What a converged test node is made of: a saved disk is valid only while these
+# files are unchanged (their content is hashed; see code_stamp).
+CONVERGE_INPUTS = ("site.yml", "ansible.cfg", "playbooks", "roles", "library", "module_utils",
+                   "filter_plugins", "inventory/testnode", "molecule/rdma", "molecule/resources",
+                   "tests/harness/standin_repo", "tests/harness/vm")
 BOOTDISK_BYTES = 256 * 1024 * 1024  # sparse; holds one kernel + initramfs as a tar archive
 SSH_OPTS = [
     "-o", "BatchMode=yes",
@@ -160,6 +174,40 @@ def choose_accel(args: argparse.Namespace, img: Path) -> str:
     return "kvm" if kvm_boots(img) else "tcg"
 
 
+# ---------------------------------------------------------------- saved disks
+def code_stamp() -> str:
+    """sha256 over the path and content of every file in CONVERGE_INPUTS, less
+    what cannot change a node: documentation (*.md), test code (tests/ below
+    an input) and Python caches."""
+    h = hashlib.sha256()
+    for top in CONVERGE_INPUTS:
+        base = PROJECT / top
+        files = [base] if base.is_file() else sorted(
+            p for p in base.rglob("*")
+            if p.is_file() and p.suffix != ".md"
+            and not {"tests", "__pycache__", ".pytest_cache"} & set(p.relative_to(base).parts))
+        for f in files:
+            h.update(str(f.relative_to(PROJECT)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def saved_dir(name: str) -> Path:
+    return CACHE / "saved" / name
+
+
+def saved_disk_problem(saved: Path, img: Path) -> str | None:
+    """Why the saved disk cannot be used now, or None when it can."""
+    try:
+        meta = json.loads((saved / "saved.json").read_text())
+    except (OSError, ValueError):
+        return f"no saved disk at {saved}"
+    if meta.get("image") != str(img):
+        return f"saved on image {meta.get('image')}, now {img}"
+    if meta.get("code_stamp") != code_stamp():
+        return f"saved for other code (stamp {str(meta.get('code_stamp'))[:12]}, now {code_stamp()[:12]})"
+    return None
+
+
 # ---------------------------------------------------------------- commands
 def cmd_start(args: argparse.Namespace) -> int:
     rd = run_dir(args, args.name)
@@ -175,12 +223,26 @@ def cmd_start(args: argparse.Namespace) -> int:
     accel = choose_accel(args, img)
 
     overlay = rd / "disk.qcow2"
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
-                    "-b", str(img / "rootfs.img"), str(overlay)], check=True)
-    # boot loader stand-in: the guest writes its default kernel here at shutdown
-    # (gpudirect-boot-handoff in build-image.sh); the supervisor boots from it
-    with open(rd / "bootdisk.raw", "wb") as f:
-        f.truncate(BOOTDISK_BYTES)
+    from_saved = None
+    if args.from_saved:
+        saved = saved_dir(args.from_saved)
+        problem = saved_disk_problem(saved, img)
+        if problem:
+            log(f"{args.name}: not starting from saved disk {args.from_saved}: {problem}; booting the pristine image")
+        else:
+            from_saved = saved
+    if from_saved:
+        # a new overlay on top of the saved one, which stays as it was for the next run
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2",
+                        "-b", str(from_saved / "disk.qcow2"), str(overlay)], check=True)
+        shutil.copyfile(from_saved / "bootdisk.raw", rd / "bootdisk.raw")
+    else:
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
+                        "-b", str(img / "rootfs.img"), str(overlay)], check=True)
+        # boot loader stand-in: the guest writes its default kernel here at shutdown
+        # (gpudirect-boot-handoff in build-image.sh); the supervisor boots from it
+        with open(rd / "bootdisk.raw", "wb") as f:
+            f.truncate(BOOTDISK_BYTES)
 
     append = ["console=ttyS0,115200", "root=/dev/vda", "rw", "mitigations=off",
               f"systemd.hostname={args.name}", "net.ifnames=1", "panic=-1",
@@ -230,8 +292,12 @@ def cmd_start(args: argparse.Namespace) -> int:
             "-netdev", f"socket,id=net1,{role}=127.0.0.1:{args.pair_net}",
             "-device", f"virtio-net-pci,netdev=net1,bus=rp2,mac={args.pair_mac}",
         ]
-    (rd / "qemu.cmdline").write_text(shlex.join(qemu) + "\n")
     (rd / "qemu.argv.json").write_text(json.dumps(qemu))
+    if from_saved:
+        # the saved guest's default boot kernel, as it handed it over at power-off
+        qemu = boot_entry(rd, qemu)
+        log(f"{args.name}: starting from saved disk {from_saved}")
+    (rd / "qemu.cmdline").write_text(shlex.join(qemu) + "\n")
     if args.warm_reboot:
         with open(rd / "qemu.log", "w") as qlog:
             p = subprocess.run(qemu, stdout=qlog, stderr=subprocess.STDOUT)
@@ -260,6 +326,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         "pair_net": args.pair_net, "pair_role": args.pair_role,
         "started_at": time.time(), "mem": args.mem, "smp": args.smp,
         "reboot": "warm" if args.warm_reboot else "cold",
+        "from_saved": str(from_saved) if from_saved else None,
     }
     (rd / "info.json").write_text(json.dumps(info, indent=1) + "\n")
     log(f"{args.name}: started pid {read_pid(rd)} accel={accel} ssh=127.0.0.1:{args.ssh_port} "
@@ -334,6 +401,37 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_save(args: argparse.Namespace) -> int:
+    """Power the guest off (so it hands over its boot kernel and its disk is
+    consistent) and keep disk and boot disk as a saved disk for `start --from-saved`."""
+    rd = run_dir(args, args.name)
+    info = load_info(rd)
+    if not vm_alive(rd):
+        log(f"{args.name}: not running; nothing to save")
+        return 1
+    t0 = time.monotonic()
+    subprocess.run(ssh_cmd(info, "systemctl", "poweroff"), stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
+    while vm_alive(rd):
+        if time.monotonic() - t0 > args.timeout:
+            log(f"{args.name}: still running {args.timeout} s after poweroff; serial log tail:\n{tail(rd / 'serial.log')}")
+            return 1
+        time.sleep(1)
+    dest = saved_dir(args.to)
+    tmp = dest.parent / f".tmp-{args.to}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in ("disk.qcow2", "bootdisk.raw"):
+        shutil.move(str(rd / f), str(tmp / f))
+    (tmp / "saved.json").write_text(json.dumps({
+        "name": args.name, "image": info["image"], "code_stamp": code_stamp(),
+        "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    log(f"{args.name}: powered off after {time.monotonic() - t0:.0f} s, disk saved as {dest}")
+    return 0
+
+
 def terminate(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGTERM)
@@ -371,14 +469,16 @@ def boot_entry(rd: Path, qemu: list[str]) -> list[str]:
                 with src, open(boot / name, "wb") as dst:
                     shutil.copyfileobj(src, dst)
     except (OSError, tarfile.TarError) as e:
-        print(f"[supervise] no kernel handed over at shutdown ({e}): booting the same kernel again", flush=True)
+        print(f"[supervise] no kernel handed over at shutdown ({e}): booting the same kernel again",
+              file=sys.stderr, flush=True)
         return qemu
     release = (boot / "kernel-release").read_text().strip()
     new = list(qemu)
     new[new.index("-kernel") + 1] = str(boot / "vmlinuz")
     new[new.index("-initrd") + 1] = str(boot / "initrd.img")
     (rd / "qemu.argv.json").write_text(json.dumps(new))
-    print(f"[supervise] booting the guest's default kernel {release}", flush=True)
+    # stderr: `start --from-saved` calls this too, and its stdout is the instance config
+    print(f"[supervise] booting the guest's default kernel {release}", file=sys.stderr, flush=True)
     return new
 
 
@@ -472,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--pair-mac")
     s.add_argument("--pair-ip", metavar="ADDR/PREFIX", help="static address of the pair NIC in the guest")
     s.add_argument("--append", action="append", help="extra kernel command line word (repeatable)")
+    s.add_argument("--from-saved", metavar="SAVED",
+                   help="boot a copy of saved disk SAVED (vm.py save) when it is still valid")
     s.add_argument("--warm-reboot", action="store_true",
                    default=os.environ.get("GPUDIRECT_VM_WARM_REBOOT", "") not in ("", "0"),
                    help="let qemu reset the machine in-process on guest reboot (default: cold restart)")
@@ -486,6 +588,12 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("name")
     t.add_argument("--keep", action="store_true", help="keep the run dir (logs), drop disk and pidfile")
     t.set_defaults(fn=cmd_stop)
+
+    sa = sub.add_parser("save")
+    sa.add_argument("name")
+    sa.add_argument("--to", required=True, metavar="SAVED", help="saved disk name (<cache>/vm/saved/SAVED)")
+    sa.add_argument("--timeout", type=int, default=300, help="seconds to wait for the power-off")
+    sa.set_defaults(fn=cmd_save)
 
     st = sub.add_parser("status")
     st.add_argument("--json", action="store_true")

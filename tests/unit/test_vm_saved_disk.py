@@ -1,0 +1,133 @@
+"""The VM harness's saved disks (tests/harness/vm/vm.py save / start --from-saved).
+
+The kernel_update scenario boots the disk the rdma scenario saved instead of
+converging a node of its own. That is only sound while the saved node is what
+the current code would converge: these tests pin which edits invalidate a saved
+disk (code, the test node's recipe, another image) and which do not (docs, test
+code), and that start falls back to the pristine image with the reason.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+@pytest.fixture
+def vm(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("gpudirect_vm", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    project = tmp_path / "project"
+    (project / "roles" / "r" / "tasks").mkdir(parents=True)
+    (project / "roles" / "r" / "tasks" / "main.yml").write_text("- name: t\n")
+    (project / "roles" / "r" / "README.md").write_text("docs\n")
+    (project / "molecule" / "rdma").mkdir(parents=True)
+    (project / "molecule" / "rdma" / "prepare.yml").write_text("---\n")
+    (project / "molecule" / "resources" / "vm" / "tests").mkdir(parents=True)
+    (project / "molecule" / "resources" / "vm" / "tests" / "test_x.py").write_text("def test(): pass\n")
+    (project / "site.yml").write_text("---\n")
+    (project / "benchmarks").mkdir()
+    (project / "benchmarks" / "run.sh").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(mod, "PROJECT", project)
+    monkeypatch.setattr(mod, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(mod, "CONVERGE_INPUTS", ("site.yml", "roles", "molecule/rdma", "molecule/resources"))
+    return mod
+
+
+def save(vm, name, image, stamp=None):
+    d = vm.saved_dir(name)
+    d.mkdir(parents=True)
+    (d / "saved.json").write_text(json.dumps({"image": str(image), "code_stamp": stamp or vm.code_stamp()}))
+    return d
+
+
+def test_stamp_changes_with_code_and_recipe_files(vm):
+    before = vm.code_stamp()
+    (vm.PROJECT / "roles" / "r" / "tasks" / "main.yml").write_text("- name: t2\n")
+    after_role = vm.code_stamp()
+    assert after_role != before
+    (vm.PROJECT / "molecule" / "rdma" / "prepare.yml").write_text("--- # changed\n")
+    assert vm.code_stamp() != after_role
+    # a new file counts too, as does a renamed one
+    stamp = vm.code_stamp()
+    (vm.PROJECT / "roles" / "r" / "tasks" / "extra.yml").write_text("")
+    assert vm.code_stamp() != stamp
+
+
+def test_stamp_ignores_docs_tests_caches_and_files_outside_the_inputs(vm):
+    before = vm.code_stamp()
+    (vm.PROJECT / "roles" / "r" / "README.md").write_text("more docs\n")
+    (vm.PROJECT / "molecule" / "resources" / "vm" / "tests" / "test_x.py").write_text("def test(): assert 1\n")
+    (vm.PROJECT / "roles" / "r" / "__pycache__").mkdir()
+    (vm.PROJECT / "roles" / "r" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (vm.PROJECT / "benchmarks" / "run.sh").write_text("#!/bin/sh\necho\n")
+    assert vm.code_stamp() == before
+
+
+def test_saved_disk_valid_only_for_the_same_code_and_image(vm, tmp_path):
+    image = tmp_path / "image-a"
+    saved = save(vm, "rdma-converged", image)
+    assert vm.saved_disk_problem(saved, image) is None
+
+    problem = vm.saved_disk_problem(saved, tmp_path / "image-b")
+    assert problem.startswith("saved on image ") and "image-b" in problem
+
+    (vm.PROJECT / "site.yml").write_text("--- # edited\n")
+    assert vm.saved_disk_problem(saved, image).startswith("saved for other code")
+
+
+def test_missing_or_corrupt_saved_disk_is_reported_not_used(vm, tmp_path):
+    image = tmp_path / "image-a"
+    assert vm.saved_disk_problem(vm.saved_dir("nothing"), image).startswith("no saved disk at ")
+    d = save(vm, "corrupt", image)
+    (d / "saved.json").write_text("{not json")
+    assert vm.saved_disk_problem(d, image).startswith("no saved disk at ")
+
+
+def start_until_overlay(vm, tmp_path, monkeypatch):
+    """Run `vm.py start n1 --from-saved rdma-converged` up to its first command (the
+    overlay's qemu-img create) and return that command."""
+    created = []
+
+    def fake_run(cmd, **kw):
+        created.append(cmd)
+        raise SystemExit(0)  # stop right after the overlay is made: nothing else to see here
+
+    monkeypatch.setattr(vm.subprocess, "run", fake_run)
+    monkeypatch.setattr(vm, "choose_accel", lambda args, img: "tcg")
+    args = argparse.Namespace(name="n1", state_dir=str(tmp_path / "runs"), image=str(tmp_path / "image-a"),
+                              from_saved="rdma-converged")
+    with pytest.raises(SystemExit):
+        vm.cmd_start(args)
+    return created[0]
+
+
+def test_start_falls_back_to_the_pristine_image_and_says_why(vm, tmp_path, monkeypatch, capsys):
+    """start --from-saved with a stale disk: the pristine image's overlay, the reason logged."""
+    image = tmp_path / "image-a"
+    image.mkdir()
+    save(vm, "rdma-converged", image, stamp="0" * 64)
+    cmd = start_until_overlay(vm, tmp_path, monkeypatch)
+    assert cmd[:6] == ["qemu-img", "create", "-q", "-f", "qcow2", "-F"]
+    assert cmd[6] == "raw" and cmd[8] == str(image / "rootfs.img")
+    assert "not starting from saved disk rdma-converged: saved for other code" in capsys.readouterr().err
+
+
+def test_start_boots_an_overlay_on_a_valid_saved_disk(vm, tmp_path, monkeypatch):
+    image = tmp_path / "image-a"
+    image.mkdir()
+    saved = save(vm, "rdma-converged", image)
+    # the saved disk is the backing file of a new overlay: it stays as saved for the next run
+    assert start_until_overlay(vm, tmp_path, monkeypatch)[5:9] == ["-F", "qcow2", "-b", str(saved / "disk.qcow2")]
+
+
+def test_save_and_start_options_parse():
+    out = subprocess.run(["python3", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"), "save", "--help"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=True).stdout
+    assert "--to SAVED" in out
