@@ -5,8 +5,11 @@
 #   unit     pytest on modules and filters with real captured outputs
 #   container Molecule scenarios `default` (site.yml) and `os_release_pin`
 #            (pin, unpin, validation) on podman systemd nodes
-#   vm       Molecule scenarios `rdma` (one qemu VM with Debian's kernel) and
-#            `pair` (two VMs, gpudirect_loopback pair mode over their private link)
+#   vm       Molecule scenarios `rdma` (one qemu VM with Debian's kernel: a
+#            wrong-order install repaired, a reboot), `kernel_update` (the
+#            rdma scenario's converged node, saved, updated to the next kernel
+#            ABI) and `pair` (two VMs, gpudirect_loopback pair mode over their
+#            private link)
 # Give stage names to run only those: scripts/test.sh static unit
 # Every stage runs even when an earlier one failed; the exit code is non-zero
 # when any failed. Wall time is printed per stage and in total.
@@ -51,7 +54,8 @@ scenarios() {
   return $rc
 }
 stage_container() { scenarios default os_release_pin; }
-stage_vm() { scenarios rdma pair; }
+# rdma first: kernel_update starts from the node it saves (else converges its own)
+stage_vm() { scenarios rdma kernel_update pair; }
 
 stages=("$@")
 ((${#stages[@]})) || stages=(static unit container vm)

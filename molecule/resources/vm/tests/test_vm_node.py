@@ -1,9 +1,11 @@
 """VM tier checks: a real kernel with soft-RoCE and a PCIe root port with ACS.
 
-Run by molecule's testinfra verifier three times in the test sequence: after
-converge (which repaired a wrong-order install and switched OFED versions),
-after a plain reboot, and after a kernel update (kernel_update.yml). Each command is one ssh round
-trip; under TCG those cost about a second, so the checks bundle their shell.
+Run by molecule's testinfra verifier in both one-node VM scenarios: in `rdma`
+after converge (which repaired a wrong-order install and switched OFED versions)
+and after a plain reboot; in `kernel_update` after the kernel update
+(kernel_update.yml) and the site.yml run that follows it. Each command is one
+ssh round trip; under TCG those cost about a second, so the checks bundle their
+shell.
 """
 import json
 import os
@@ -136,7 +138,7 @@ def test_driver_services_enabled(host):
 
 
 def test_nvidia_module_built_after_ofed_for_every_kernel(host):
-    """prepare.yml installed NVIDIA before OFED (nvidia_peermem failed with EINVAL);
+    """rdma's prepare.yml installed NVIDIA before OFED (nvidia_peermem failed with EINVAL);
     converge rebuilt it after OFED, and after an OFED switch and a kernel update
     too: for every kernel with both modules, the nvidia build is the newer one."""
     out = host.check_output(
