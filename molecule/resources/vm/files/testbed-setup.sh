@@ -4,7 +4,9 @@
 #  * firmware that leaves ACS enabled on the PCIe root port above that NIC.
 # Both come back at every boot (two small systemd units), as hardware would.
 #
-#   testbed-setup.sh install [NIC]   prepare: install units, apply now (NIC: default route's)
+#   testbed-setup.sh install [NIC]   prepare: install units, apply now (NIC: default route's);
+#                                    on a node whose units were already there (it booted
+#                                    with them) ACS stays as boot and the roles left it
 #   testbed-setup.sh rxe NIC         boot: load rdma_rxe, create rxe0 on NIC
 #   testbed-setup.sh acs BDF         boot: "firmware" turns ACS on at root port BDF
 # NIC may also be given as an IPv4 address: the NIC that holds it (molecule/pair
@@ -99,13 +101,13 @@ UNIT
   for f in "$tmp/self:$SELF" "$tmp/gpudirect-testbed-acs.service:/etc/systemd/system/gpudirect-testbed-acs.service" \
            "$tmp/gpudirect-testbed-rxe.service:/etc/systemd/system/gpudirect-testbed-rxe.service"; do
     src=${f%%:*} dst=${f#*:}
-    if ! cmp -s "$src" "$dst"; then install -m 0755 "$src" "$dst"; echo "CHANGED $dst"; fi
+    if ! cmp -s "$src" "$dst"; then install -m 0755 "$src" "$dst"; echo "CHANGED $dst"; units_changed=1; fi
   done
   chmod 0644 /etc/systemd/system/gpudirect-testbed-*.service
   rm -rf "$tmp"
   systemctl daemon-reload
   for u in gpudirect-testbed-acs.service gpudirect-testbed-rxe.service; do
-    if ! systemctl -q is-enabled "$u"; then systemctl -q enable "$u"; echo "CHANGED enable $u"; fi
+    if ! systemctl -q is-enabled "$u"; then systemctl -q enable "$u"; echo "CHANGED enable $u"; units_changed=1; fi
   done
 }
 
@@ -115,9 +117,13 @@ case "${1:-}" in
     [ -n "$nic" ] || { echo "no NIC given and no default route" >&2; exit 1; }
     nic=$(nic_of "$nic")
     port=$(root_port_of "$nic")
+    units_changed=0
     install_units "$nic" "$port"
     rxe "$nic"
-    acs "$port"
+    # "firmware" sets ACS at boot: apply it now only where its unit is new (this
+    # boot ran without it); a node that booted with it (one started from a saved
+    # disk) keeps what boot and the roles left, as a real server would
+    if [ "$units_changed" = 1 ]; then acs "$port"; fi
     echo "NIC=$nic ROOT_PORT=$port"
     ;;
   rxe) rxe "$2"; echo "RXE=$RXE NIC=$(nic_of "$2")" ;;
