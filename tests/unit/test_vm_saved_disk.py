@@ -131,3 +131,52 @@ def test_save_and_start_options_parse():
     out = subprocess.run(["python3", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"), "save", "--help"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=True).stdout
     assert "--to SAVED" in out
+
+
+class FakeQemu:
+    """A qemu child for the supervisor's stall watch: runs until `exits_after`
+    polls (None: until killed), appending `lines` to the serial log, one a poll."""
+
+    def __init__(self, serial, lines, exits_after=None, rc=0):
+        self.serial, self.lines, self.exits_after, self.rc, self.polls = serial, list(lines), exits_after, rc, 0
+
+    def wait(self, timeout=None):
+        if timeout is None:
+            return self.rc
+        self.polls += 1
+        if self.exits_after is not None and self.polls >= self.exits_after:
+            return self.rc
+        if self.lines:
+            with open(self.serial, "ab") as f:
+                f.write(self.lines.pop(0) + b"\n")
+        raise subprocess.TimeoutExpired("qemu", timeout)
+
+
+@pytest.fixture
+def fast_watch(vm, monkeypatch):
+    monkeypatch.setattr(vm, "STALL_POLL_S", 0)
+    monkeypatch.setattr(vm, "EARLY_BOOT_STALL_S", 0.05)
+    return vm
+
+
+def test_a_boot_silent_before_userspace_is_reported_as_stalled(fast_watch, tmp_path):
+    serial = tmp_path / "serial.log"
+    serial.write_bytes(b"[ 0.0] previous boot\nRun /init as init process\n")  # an earlier boot's marker
+    child = FakeQemu(serial, [b"[ 1.1] NET: Registered PF_INET", b"[ 1.2] IP idents hash table entries"])
+    assert fast_watch.wait_past_early_boot(child, serial, serial.stat().st_size) is None
+    assert child.polls >= 3  # it watched the two lines arrive before it gave up
+
+
+def test_a_boot_that_reaches_userspace_is_waited_for_to_the_end(fast_watch, tmp_path):
+    serial = tmp_path / "serial.log"
+    serial.write_bytes(b"")
+    child = FakeQemu(serial, [b"[ 1.0] Freeing unused kernel image", b"[ 2.0] Run /init as init process"], rc=0)
+    # after the marker the watch ends: a quiet userspace is no stall
+    assert fast_watch.wait_past_early_boot(child, serial, 0) == 0
+
+
+def test_qemu_exiting_in_early_boot_returns_its_code(fast_watch, tmp_path):
+    serial = tmp_path / "serial.log"
+    serial.write_bytes(b"")
+    child = FakeQemu(serial, [b"[ 0.5] early"], exits_after=2, rc=1)
+    assert fast_watch.wait_past_early_boot(child, serial, 0) == 1

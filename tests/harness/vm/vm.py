@@ -482,6 +482,38 @@ def boot_entry(rd: Path, qemu: list[str]) -> list[str]:
     return new
 
 
+# Under TCG a guest kernel has, rarely, hung for good in early boot (seen once:
+# 6.1.0-56 stopped after "IP idents hash table entries", qemu spinning at 190 %
+# CPU for 11 min), where a healthy boot prints a line every few seconds. A boot
+# that prints nothing for this long before userspace starts is cold-started again.
+EARLY_BOOT_STALL_S = 180
+STALL_POLL_S = 2
+USERSPACE_MARKERS = (b"Run /init as init process", b"Run /sbin/init as init process", b"systemd[1]:")
+
+
+def wait_past_early_boot(child: subprocess.Popen, serial: Path, offset: int) -> int | None:
+    """Wait for qemu to exit and return its code; None when the boot stalled
+    before userspace (no new console output for EARLY_BOOT_STALL_S)."""
+    size, changed = offset, time.monotonic()
+    while True:
+        try:
+            return child.wait(timeout=STALL_POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            now = serial.stat().st_size
+        except OSError:
+            now = size
+        if now != size:
+            size, changed = now, time.monotonic()
+            with open(serial, "rb") as f:
+                f.seek(offset)
+                if any(m in f.read() for m in USERSPACE_MARKERS):
+                    return child.wait()
+        elif time.monotonic() - changed > EARLY_BOOT_STALL_S:
+            return None
+
+
 def cmd_supervise(args: argparse.Namespace) -> int:
     """Run qemu (-no-reboot) in the foreground; start it again when the guest rebooted."""
     rd = Path(args.run_dir)
@@ -501,13 +533,24 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    boots = 0
+    boots = stalls = 0
     while True:
         offset = serial.stat().st_size if serial.exists() else 0
         boots += 1
         t0 = time.monotonic()
         child = subprocess.Popen(qemu, stdin=subprocess.DEVNULL)
-        rc = child.wait()
+        rc = wait_past_early_boot(child, serial, offset)
+        if rc is None:
+            stalls += 1
+            print(f"[supervise] qemu boot {boots}: no console output for {EARLY_BOOT_STALL_S} s before the "
+                  f"kernel reached userspace (a TCG hang); {'cold start again' if stalls <= 3 else 'giving up'}",
+                  file=sys.stderr, flush=True)
+            child.kill()
+            child.wait()
+            if stalls <= 3:
+                continue
+            (rd / "qemu.pid").unlink(missing_ok=True)
+            return 1
         try:
             with open(serial, "rb") as f:
                 f.seek(offset)
