@@ -203,8 +203,9 @@ def saved_disk_problem(saved: Path, img: Path) -> str | None:
         return f"no saved disk at {saved}"
     if meta.get("image") != str(img):
         return f"saved on image {meta.get('image')}, now {img}"
-    if meta.get("code_stamp") != code_stamp():
-        return f"saved for other code (stamp {str(meta.get('code_stamp'))[:12]}, now {code_stamp()[:12]})"
+    now = code_stamp()
+    if meta.get("code_stamp") != now:
+        return f"saved for other code (stamp {str(meta.get('code_stamp'))[:12]}, now {now[:12]})"
     return None
 
 
@@ -231,14 +232,14 @@ def cmd_start(args: argparse.Namespace) -> int:
             log(f"{args.name}: not starting from saved disk {args.from_saved}: {problem}; booting the pristine image")
         else:
             from_saved = saved
+    # the overlay's backing file: the saved disk (which stays as it was for the
+    # next run) or the pristine image
+    backing_fmt, backing = ("qcow2", from_saved / "disk.qcow2") if from_saved else ("raw", img / "rootfs.img")
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", backing_fmt,
+                    "-b", str(backing), str(overlay)], check=True)
     if from_saved:
-        # a new overlay on top of the saved one, which stays as it was for the next run
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2",
-                        "-b", str(from_saved / "disk.qcow2"), str(overlay)], check=True)
         shutil.copyfile(from_saved / "bootdisk.raw", rd / "bootdisk.raw")
     else:
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
-                        "-b", str(img / "rootfs.img"), str(overlay)], check=True)
         # boot loader stand-in: the guest writes its default kernel here at shutdown
         # (gpudirect-boot-handoff in build-image.sh); the supervisor boots from it
         with open(rd / "bootdisk.raw", "wb") as f:
