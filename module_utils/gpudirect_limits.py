@@ -397,14 +397,18 @@ def memlock_findings(memlock):
             findings.append(("warn", "new logins get memlock soft %s (%s): ibv_reg_mr / ibv_create_qp fail for "
                                      "large buffers; host_prereqs sets unlimited in limits.d"
                              % (login.get("soft"), where)))
+    configured = (service or {}).get("configured") or {}
     if service and _limited(service.get("soft")):
-        configured = service.get("configured") or {}
         pending = ""
         if service.get("pending_reexec"):
             pending = "; %s sets %s, which the manager reads at its next daemon-reexec or boot" % (
                 configured.get("source"), configured.get("soft"))
         findings.append(("warn", "services started from now on get memlock soft %s (systemd "
                                  "DefaultLimitMEMLOCK)%s" % (service.get("soft"), pending)))
+    elif service and service.get("pending_reexec") and _limited(configured.get("soft")):
+        findings.append(("warn", "services get memlock soft %s after the next daemon-reexec or boot (%s); "
+                                 "new ones get %s until then" % (configured.get("soft"), configured.get("source"),
+                                                                 service.get("soft"))))
     return findings
 
 

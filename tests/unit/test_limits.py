@@ -2,6 +2,8 @@
 
 Sources of the file contents (each quoted as published):
 
+* tests/fixtures/limits/proc-1-limits-container.txt: /proc/1/limits of this project's
+  development container (no systemd as PID 1, memlock unlimited).
 * Debian 12's stock /etc/security/limits.conf (libpam-modules 1.5.2-6+deb12u1),
   tests/fixtures/limits/debian12-limits.conf, copied from a Debian 12 host.
 * RHEL 7 Networking Guide, "Relaxing memlock restrictions for users", the
@@ -14,7 +16,7 @@ Sources of the file contents (each quoted as published):
 * Intel FPGA PAC D5005 quick start, "Memlock Limit" (one user unlimited):
   https://intel.com/content/www/us/en/docs/programmable/683394/2-0-1/memlock-limit.html
 * `systemctl show -p DefaultLimitMEMLOCK -p DefaultLimitMEMLOCKSoft` and /proc/1/limits
-  captured on the project's VM node (Debian 12, systemd 252.39-1~deb12u2, kernel
+  (tests/fixtures/limits/proc-1-limits-vm-debian12.txt) captured on the project's VM node (Debian 12, systemd 252.39-1~deb12u2, kernel
   6.1.0-50-amd64, 2 GiB) before and after host_prereqs, 2026-11-24.
 The precedence rules are those of Linux-PAM's modules/pam_limits/pam_limits.c.
 """
@@ -64,7 +66,6 @@ PROJECT_FILE = """\
 VM_SHOW_BEFORE = "DefaultLimitMEMLOCK=8388608\nDefaultLimitMEMLOCKSoft=8388608\n"
 # after host_prereqs wrote system.conf.d/90-gpudirect-memlock.conf and re-executed the manager
 VM_SHOW_AFTER = "DefaultLimitMEMLOCK=infinity\nDefaultLimitMEMLOCKSoft=infinity\n"
-VM_PID1_MEMLOCK = "Max locked memory         257548288            257548288            bytes     \n"
 SYSTEM_CONF_DEBIAN12_MEMLOCK = "[Manager]\n#DefaultLimitNOFILE=1024:524288\n#DefaultLimitMEMLOCK=8M\n"
 PROJECT_DROPIN = """\
 # Ansible managed (role host_prereqs)
@@ -182,7 +183,7 @@ def test_limits_d_files_are_read_in_name_order_after_limits_conf(tmp_path):
 
 
 def test_proc_limits_line():
-    assert gl.parse_proc_limits(VM_PID1_MEMLOCK) == (257548288, 257548288)
+    assert gl.parse_proc_limits(_read_fixture("proc-1-limits-vm-debian12.txt")) == (257548288, 257548288)
     assert gl.parse_proc_limits(_read_fixture("proc-1-limits-container.txt")) == (None, None)
     assert gl.parse_proc_limits("Max open files 1 2 files\n") is None
 
@@ -235,12 +236,28 @@ def test_service_pending_reexec_is_reported_and_still_a_finding():
     assert gl.memlock_findings({"login": None, "service": done}) == []
 
 
+def test_a_lower_limit_waiting_for_daemon_reexec_is_a_finding_before_it_bites():
+    # seen on the VM node: a drop-in with DefaultLimitMEMLOCK=64M written after host_prereqs, no reexec
+    configured = gl.configured_manager_memlock([
+        ("/etc/systemd/system.conf.d/90-gpudirect-memlock.conf", PROJECT_DROPIN),
+        ("/etc/systemd/system.conf.d/99-site.conf", "[Manager]\nDefaultLimitMEMLOCK=64M\n")])
+    service = gl.service_memlock(gl.parse_systemctl_show(VM_SHOW_AFTER), configured)
+    assert service["soft"] == "unlimited" and service["pending_reexec"] is True
+    (severity, message), = gl.memlock_findings({"login": None, "service": service})
+    assert severity == "warn" and message.startswith(
+        "services get memlock soft 67108864 after the next daemon-reexec or boot "
+        "(/etc/systemd/system.conf.d/99-site.conf:2)")
+    assert gl.memlock_lines({"login": None, "service": service, "login_reason": "x"})[1] == (
+        "new services: soft unlimited, hard unlimited (systemd DefaultLimitMEMLOCK); soft 67108864, "
+        "hard 67108864 after daemon-reexec (/etc/systemd/system.conf.d/99-site.conf:2)")
+
+
 def _vm_facts(show, limits_texts):
     """The memlock facts of the VM node, as the module builds them, from the captures above."""
     entries = []
     for n, text in enumerate(limits_texts):
         entries += gl.parse_limits_file(text, "/etc/security/limits.d/%d.conf" % n)
-    base = gl.parse_proc_limits(VM_PID1_MEMLOCK)
+    base = gl.parse_proc_limits(_read_fixture("proc-1-limits-vm-debian12.txt"))
     session = {"soft": "257548288", "hard": "257548288", "soft_bytes": 257548288, "hard_bytes": 257548288,
                "uid": 0}
     return dict(session, session=session, login=gl.login_memlock(entries, base, "PID 1: 257548288/257548288"),
