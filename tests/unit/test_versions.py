@@ -228,3 +228,18 @@ def test_probes_read_proc_version_like_the_parser(entry, monkeypatch):
     monkeypatch.setattr(peermem, "run", lambda argv: (1, ""))
     found = peermem.nvidia_driver("6.8.0-90-generic")
     assert (found["version"], found["flavor"]) == (entry["version"], entry["flavor"])
+
+
+# --- the stand-in repository prints what the real releases print ----------------------
+
+def test_standin_doca_releases_print_the_real_strings():
+    """tests/harness/standin_repo/build.sh's DOCA_RELEASES (what its ofed_info -s prints) agree
+    with the real strings of the fixtures, and the role's table matches each of them."""
+    import re
+    with open(os.path.join(ROOT, "tests", "harness", "standin_repo", "build.sh"), encoding="utf-8") as handle:
+        releases = re.search(r"^DOCA_RELEASES=\((.*)\)$", handle.read(), re.M).group(1)
+    printed = dict(pair.split() for pair in re.findall(r'"([^"]+)"', releases))
+    real = {e["doca"]: e["version"] for e in DOCA_ENTRIES}
+    assert printed == real
+    for doca, version in printed.items():
+        assert d.mlnx_ofed_action("OFED-internal-%s:" % version, "doca", DOCA_TABLE[doca])["action"] == "none"
