@@ -320,8 +320,9 @@ def _package_version(text):
 
 
 def _driver_matches(installed, wanted):
-    """Does the installed driver version match the wanted one (``gpudirect_versions.matches_wanted``)?"""
-    return _versions.matches_wanted(_versions.numbers(installed), _versions.numbers(wanted))
+    """Is the installed driver the wanted one?  ``nvidia_driver_version`` is an exact version
+    (the role pins ``<version>-*``), so every number must be equal (``580.95.05`` == ``580.95.5``)."""
+    return _versions.numbers(installed) == _versions.numbers(wanted)
 
 
 def _matches(version, flavor, branch, wanted_version, wanted_flavor):

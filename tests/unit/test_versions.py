@@ -90,6 +90,14 @@ def test_driver_package_versions_give_the_driver_version():
     assert d._package_version("") == ""
 
 
+def test_driver_version_is_exact_for_nvidia_driver_version():
+    # nvidia_driver_version pins an exact version: numbers equal, leading zeros aside
+    assert d._matches("580.95.05", "open", "580", "580.95.5", "open") == []
+    assert d._matches("580.95.05", "open", "580", "580.105.08", "open") == [
+        "version 580.95.05 installed, 580.105.08 wanted"]
+    assert d._matches("550.54.15", "open", "550", "550.54", "open") == ["version 550.54.15 installed, 550.54 wanted"]
+
+
 # --- the matching rule ------------------------------------------------------------
 
 @pytest.mark.parametrize("installed,wanted,expected", [
