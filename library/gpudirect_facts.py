@@ -630,6 +630,7 @@ from ansible.module_utils.gpudirect_limits import (
     read_systemd_conf,
     show_limit,
 )
+from ansible.module_utils.gpudirect_versions import VersionError, parse_proc_driver_version
 
 MAX_OOPS_LINES = 20
 OOPS_RE = re.compile(r"Oops|Xid|NVRM:.*failed")
@@ -643,20 +644,18 @@ PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem", "gdrdrv", "ib_core")
 # --------------------------------------------------------------------------
 
 def parse_nvidia_version(text):
-    """``/proc/driver/nvidia/version`` -> ``{loaded, version, flavor}``."""
-    result = {"loaded": False, "version": None, "flavor": None}
+    """``/proc/driver/nvidia/version`` -> ``{loaded, version, flavor}`` (gpudirect_versions' parser).
+
+    A file that exists but has no recognised ``NVRM version:`` line is loaded with
+    version and flavour None (the caller warns).
+    """
     if text is None:
-        return result
-    result["loaded"] = True
-    for line in text.splitlines():
-        if "Kernel Module" not in line:
-            continue
-        match = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)", line)
-        if match:
-            result["version"] = match.group(1)
-        result["flavor"] = "open" if "Open Kernel Module" in line else "proprietary"
-        break
-    return result
+        return {"loaded": False, "version": None, "flavor": None}
+    try:
+        found = parse_proc_driver_version(text)
+    except VersionError:
+        return {"loaded": True, "version": None, "flavor": None}
+    return {"loaded": True, "version": found["version"], "flavor": found["flavor"]}
 
 
 def parse_sysfs_state(text):

@@ -108,14 +108,16 @@ def test_acs_cleared_on_included_root_port(host, root_port):
     assert ctl == "0000", f"ACS Control on {root_port} is {ctl}, expected cleared"
 
 
-# DOCA release -> the OFED version its doca-ofed carries (the stand-in repository's two)
-DOCA_OFED = {"2.9.1": "24.10-1.1.4", "2.10.0": "25.01-0.6.0"}
+# DOCA release -> exactly what its ofed_info -s prints (the stand-in repository prints the
+# real strings: 2.9.1 with its build suffix .0.200). The role wants 24.10-1.1.4 for 2.9.1
+# and must see this suffixed string as a match (the idempotence step then changes nothing).
+DOCA_OFED = {"2.9.1": "OFED-internal-24.10-1.1.4.0.200:", "2.10.0": "OFED-internal-25.01-0.6.0:"}
 
 
 def test_ofed_stack_installed_at_the_wanted_version_and_held(host):
     """mlnx_ofed switched the hand-installed DOCA 2.9.1 to the inventory's version and holds it."""
     doca = host.ansible.get_variables().get("mlnx_ofed_doca_version", "2.9.1")
-    assert host.check_output("ofed_info -s").startswith("OFED-internal-" + DOCA_OFED[doca])
+    assert host.check_output("ofed_info -s") == DOCA_OFED[doca]
     held = host.check_output("apt-mark showhold").split()
     assert "doca-ofed" in held and "mlnx-ofed-kernel-dkms" in held
 
