@@ -301,12 +301,9 @@ import struct
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_pci import (
-    ConfigSpaceUnreadable,
-    PCI_ACS_CTRL,
-    PCI_EXT_CAP_ID_ACS,
+    EXT_NOT_READABLE,
     acs_info,
     decode_acs_bits,
-    find_ext_capability,
     link_basename,
     list_pci_addresses,
     normalize_pci_address,
@@ -325,7 +322,9 @@ BROADCOM_PEX_DEVICE_BLOCK = 0xC000
 PCI_CLASS_BRIDGE_PCI = 0x0604
 ACS_CTL_DEFINED_BITS = 0x007F
 DEFAULT_ACS_CTL = 0x001D
-VFIO_DRIVER = "vfio-pci"
+# vfio-pci and the vendor vfio variant drivers (mlx5_vfio_pci, nvgrace_gpu_vfio_pci, hisi_acc_vfio_pci,
+# virtio_vfio_pci, pds_vfio_pci, ...): every driver whose name contains "vfio" hands a device to user space
+VFIO_DRIVER_MARK = "vfio"
 
 BECOME_HINT = ("the kernel shows only the first 64 bytes of /sys/bus/pci/devices/*/config to unprivileged "
                "users, so the ACS capability cannot be found: run the task with become: true")
@@ -421,8 +420,23 @@ class Function(object):
 # selection
 # --------------------------------------------------------------------------
 
+def is_vfio_driver(name):
+    """Whether a PCI driver name is vfio-pci or one of its variant drivers (any name containing "vfio")."""
+    return bool(name) and VFIO_DRIVER_MARK in name.lower()
+
+
 def vfio_devices(functions):
-    return [fn.address for fn in functions.values() if fn.driver == VFIO_DRIVER]
+    return [fn.address for fn in functions.values() if is_vfio_driver(fn.driver)]
+
+
+def unknown_hint(reason):
+    """What to do about a bridge whose ACS state cannot be known, by the reason found."""
+    if reason.startswith(EXT_NOT_READABLE):
+        return ("the kernel cannot reach its extended configuration space (check dmesg for MMCONFIG/ECAM and the "
+                "firmware's PCIe settings)")
+    if "0xffffffff" in reason:
+        return "the device reads as all ones (gone, or failing: check dmesg and lspci -vvv as root)"
+    return "its capability list is corrupt (check lspci -vvv as root and the device's firmware)"
 
 
 def pair_label(pair):
@@ -483,27 +497,26 @@ def config_path(fn):
 
 def plan(functions, selected, reasons, state, acs_ctl):
     """Read every selected bridge and compute the target values. Nothing is written here, so a
-    bridge whose configuration space cannot be read stops the run before any change."""
-    entries, skipped, unreadable = [], [], []
+    bridge whose configuration space cannot be read stops the run before any change.
+    Returns ``(entries, skipped, unknown)``; ``unknown`` lists the bridges whose ACS state
+    cannot be known (extended space not readable, corrupt capability list)."""
+    entries, skipped, unknown, unreadable = [], [], [], []
     for address in selected:
         fn = functions[address]
         cfg = read_config(fn.devdir)
-        if cfg is None:
-            unreadable.append("%s (no readable config file)" % address)
-            continue
-        try:
-            offset = find_ext_capability(cfg, PCI_EXT_CAP_ID_ACS)
-        except ConfigSpaceUnreadable:
-            unreadable.append("%s (read %d bytes)" % (address, len(cfg)))
-            continue
         info = acs_info(cfg)
-        if offset is None or info["status"] != "present":
-            skipped.append({"address": address, "reason": "no ACS capability"})
+        if info["status"] == "unreadable":
+            unreadable.append("%s (%s)" % (address, "no readable config file" if cfg is None
+                                           else "read %d bytes" % len(cfg)))
             continue
-        if info["ctl_offset"] != offset + PCI_ACS_CTRL:  # both come from the same walk
-            raise AcsError("%s: inconsistent ACS capability walk (0x%x vs 0x%x); nothing was changed"
-                           % (address, info["ctl_offset"], offset + PCI_ACS_CTRL))
-        before, cap = info["ctl"], info["cap"]
+        if info["status"] == "unknown":
+            unknown.append({"address": address, "vendor_id": hex16(fn.vendor), "device_id": hex16(fn.device),
+                            "reason": info["reason"]})
+            continue
+        if info["status"] != "present":
+            skipped.append({"address": address, "reason": info["reason"]})
+            continue
+        offset, before, cap = info["offset"], info["ctl"], info["cap"]
         if state == "disabled":
             target = 0
         elif state == "enabled":
@@ -512,8 +525,8 @@ def plan(functions, selected, reasons, state, acs_ctl):
             target = before
         entries.append({
             "address": address,
-            "vendor_id": None if fn.vendor is None else "0x%04x" % fn.vendor,
-            "device_id": None if fn.device is None else "0x%04x" % fn.device,
+            "vendor_id": hex16(fn.vendor),
+            "device_id": hex16(fn.device),
             "ids": fn.ids,
             "reason": reasons.get(address),
             "acs_offset": offset,
@@ -529,7 +542,21 @@ def plan(functions, selected, reasons, state, acs_ctl):
     if unreadable:
         raise AcsError("cannot read the extended PCI configuration space of %s: %s. Nothing was changed."
                        % (", ".join(unreadable), BECOME_HINT), skipped_bridges=skipped)
-    return entries, skipped
+    return entries, skipped, unknown
+
+
+def refuse_unknown(unknown, state):
+    """AcsError for a state that would write while some selected bridges cannot be read."""
+    lines = ["%s (%s:%s): %s; %s" % (u["address"], (u["vendor_id"] or "????")[2:], (u["device_id"] or "????")[2:],
+                                     u["reason"], unknown_hint(u["reason"])) for u in unknown]
+    return AcsError(
+        "refusing to %s ACS: the ACS state of %d selected bridge(s) cannot be known, so their ACS Control "
+        "register cannot be located safely: %s. Nothing was written to any bridge. Fix the cause, or leave "
+        "the bridge(s) out with exclude (role: pcie_acs_exclude: [%s]) and clear ACS on them another way "
+        "(firmware setup); state=query reports them without failing."
+        % ("clear" if state == "disabled" else "set", len(unknown), " | ".join(lines),
+           ", ".join(u["address"] for u in unknown)),
+        unknown_bridges=unknown)
 
 
 def write_acs_ctl(path, offset, value):
@@ -591,7 +618,7 @@ def apply(entries, check_mode):
     return done
 
 
-def summary(state, bridges, selected, skipped, check_mode):
+def summary(state, bridges, selected, skipped, unknown, check_mode):
     changed = [b for b in bridges if b["changed"]]
     verb = {"disabled": "cleared", "enabled": "enabled", "query": "reported"}[state]
     if not selected:
@@ -601,13 +628,38 @@ def summary(state, bridges, selected, skipped, check_mode):
     else:
         text = "ACS %s%s on %d of %d bridges with ACS (%d selected)" % (
             "would be " if check_mode else "", verb, len(changed), len(bridges), len(selected))
-    no_acs = [s for s in skipped if s["reason"] == "no ACS capability"]
+    no_acs = [s for s in skipped if s["reason"].startswith("no ACS capability")]
     if no_acs:
         text += "; %d without ACS capability" % len(no_acs)
+    if unknown:
+        text += "; ACS UNKNOWN on %s (see unknown_bridges)" % ", ".join(u["address"] for u in unknown)
     return text
 
 
-def run(params, check_mode, warn=None):
+def acs_diff(bridges, unknown):
+    """Ansible ``diff``: ACSCtl per bridge before and after (or as it would be, in check mode)."""
+    def line(address, ids, value):
+        return "%s %s ACSCtl %s (%s)\n" % (address, ids, hex16(value), describe_bits(value))
+    before, after = [], []
+    for bridge in bridges:
+        ids = "%s:%s" % ((bridge["vendor_id"] or "0x????")[2:], (bridge["device_id"] or "0x????")[2:])
+        before.append((bridge["address"], line(bridge["address"], ids, int(bridge["before"], 16))))
+        after.append((bridge["address"], line(bridge["address"], ids, int(bridge["after"], 16))))
+    for entry in unknown:
+        text = "%s %s:%s ACSCtl unknown (%s)\n" % (entry["address"], (entry["vendor_id"] or "0x????")[2:],
+                                                  (entry["device_id"] or "0x????")[2:], entry["reason"])
+        before.append((entry["address"], text))
+        after.append((entry["address"], text))
+    key = (lambda item: pci_address_key(item[0]))
+    return {
+        "before_header": "ACS Control of the selected bridges (before)",
+        "after_header": "ACS Control of the selected bridges (after)",
+        "before": "".join(t for _a, t in sorted(before, key=key)),
+        "after": "".join(t for _a, t in sorted(after, key=key)),
+    }
+
+
+def run(params, check_mode, warn=None, diff=False):
     """The module's work, independent of AnsibleModule. Returns the result dict or raises AcsError."""
     root = params["root"] or "/"
     state = params["state"]
@@ -639,16 +691,20 @@ def run(params, check_mode, warn=None):
     vfio = sorted(vfio_devices(functions), key=pci_address_key)
     selected, reasons, skipped = select(functions, mode, include, exclude, pairs, params["pair_distances"] or [])
     if state == "disabled" and vfio and selected and not params["force"]:
-        raise AcsError("refusing to clear ACS: PCI function(s) %s are bound to vfio-pci (passed to virtual machines?). "
-                       "Clearing ACS lets peer-to-peer traffic bypass the IOMMU, so those devices would lose their "
-                       "isolation. Unbind them, or set force: true (role: pcie_acs_force: true) if you accept that. "
-                       "Nothing was changed." % ", ".join(vfio), vfio_devices=vfio, selected=selected)
+        raise AcsError("refusing to clear ACS: PCI function(s) %s are bound to a vfio driver (passed to virtual "
+                       "machines or user space?). Clearing ACS lets peer-to-peer traffic bypass the IOMMU, so those "
+                       "devices would lose their isolation. Unbind them, or set force: true (role: pcie_acs_force: "
+                       "true) if you accept that. Nothing was changed."
+                       % ", ".join("%s (%s)" % (a, functions[a].driver) for a in vfio),
+                       vfio_devices=vfio, selected=selected)
 
-    entries, no_acs = plan(functions, selected, reasons, state, acs_ctl)
+    entries, no_acs, unknown = plan(functions, selected, reasons, state, acs_ctl)
+    if unknown and state != "query":
+        raise refuse_unknown(unknown, state)
     skipped = skipped + no_acs
     bridges = apply(entries, check_mode or state == "query")
     skipped.sort(key=lambda s: pci_address_key(s["address"]))
-    return {
+    result = {
         "changed": any(b["changed"] for b in bridges),
         "bridges": bridges,
         "selected": selected,
@@ -658,10 +714,14 @@ def run(params, check_mode, warn=None):
             "config_acs": ";".join(b["config_acs"] for b in bridges),
             "disable_acs_redir": ";".join(b["address"] for b in bridges),
         },
+        "unknown_bridges": unknown,
         "state": state,
         "mode": mode,
-        "msg": summary(state, bridges, selected, skipped, check_mode),
+        "msg": summary(state, bridges, selected, skipped, unknown, check_mode),
     }
+    if diff:
+        result["diff"] = acs_diff(bridges, unknown)
+    return result
 
 
 def main():
@@ -681,7 +741,7 @@ def main():
         supports_check_mode=True,
     )
     try:
-        result = run(module.params, module.check_mode, module.warn)
+        result = run(module.params, module.check_mode, module.warn, diff=module._diff)
     except AcsError as exc:
         details = dict(exc.details)
         details.setdefault("changed", False)

@@ -76,9 +76,28 @@ _SPEED_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 _MAX_STD_CAPS = 48  # (256 - 64) / 4: more hops than that is a loop
 
 
-class ConfigSpaceUnreadable(Exception):
+class ConfigSpaceError(Exception):
+    """The configuration space cannot answer the question; ``str()`` says why."""
+
+
+class ConfigSpaceUnreadable(ConfigSpaceError):
     """The configuration space read back too short to answer (unprivileged read:
     the kernel only shows the first 64 bytes to non-root users)."""
+
+
+class ConfigSpaceCorrupt(ConfigSpaceError):
+    """A capability list that cannot be trusted: it loops, points below 0x100 (or
+    into the standard header), points past the bytes read, or a header reads as
+    all ones (device gone, or the read failed)."""
+
+
+class ExtendedSpaceNotReadable(ConfigSpaceError):
+    """A PCI Express function whose config file has only 256 bytes: the kernel could
+    not reach its extended configuration space (no usable MMCONFIG/ECAM, or the
+    probe at 0x100 failed), so its extended capabilities (ACS) are unknown."""
+
+
+EXT_NOT_READABLE = "extended configuration space not readable"
 
 
 # --------------------------------------------------------------------------
@@ -251,12 +270,13 @@ def _u32(cfg, off):
     return cfg[off] | (cfg[off + 1] << 8) | (cfg[off + 2] << 16) | (cfg[off + 3] << 24)
 
 
-def iter_capabilities(cfg):
+def iter_capabilities(cfg, strict=False):
     """Yield ``(offset, cap_id)`` of the standard capability list (from 0x34).
 
     Raises ConfigSpaceUnreadable when the list points beyond what was read
     (64-byte unprivileged read). Stops on a null pointer, a pointer into the
-    header, a repeated offset, or after 48 hops.
+    header, a repeated offset, an id of 0xff, or after 48 hops; with ``strict``
+    all but the null pointer raise ConfigSpaceCorrupt instead.
     """
     cfg = bytearray(cfg or b"")
     if len(cfg) < PCI_STD_HEADER_SIZE:
@@ -268,6 +288,9 @@ def iter_capabilities(cfg):
     hops = 0
     while ptr:
         if ptr < PCI_STD_HEADER_SIZE or ptr in seen or hops >= _MAX_STD_CAPS:
+            if strict:
+                raise ConfigSpaceCorrupt("standard capability list %s at 0x%x" % (
+                    "points into the header" if ptr < PCI_STD_HEADER_SIZE else "loops", ptr))
             return
         if ptr + 2 > len(cfg):
             raise ConfigSpaceUnreadable("capability at 0x%x beyond the %d bytes read" % (ptr, len(cfg)))
@@ -275,6 +298,9 @@ def iter_capabilities(cfg):
         hops += 1
         cap_id = _u8(cfg, ptr)
         if cap_id == 0xFF:
+            if strict:
+                raise ConfigSpaceCorrupt("standard capability at 0x%x reads 0xff (device gone, or the read failed)"
+                                         % ptr)
             return
         yield ptr, cap_id
         ptr = _u8(cfg, ptr + 1) & 0xFC
@@ -301,35 +327,77 @@ def pcie_port_type(cfg):
     return code, PCIE_PORT_TYPES.get(code, "type_%d" % code)
 
 
-def iter_ext_capabilities(cfg):
-    """Yield ``(offset, cap_id, version)`` of the extended capability list.
+def is_pci_express(cfg):
+    """Whether the standard capability list has a PCI Express capability.
+    Raises ConfigSpaceUnreadable / ConfigSpaceCorrupt when that cannot be told."""
+    return any(cap_id == PCI_CAP_ID_EXP for _offset, cap_id in iter_capabilities(cfg, strict=True))
 
-    Header at 0x100: id bits 15:0, version bits 19:16, next offset bits 31:20.
-    Raises ConfigSpaceUnreadable when fewer than 256 bytes were read; yields
-    nothing when only 256 bytes exist (no extended space) or the header is
-    0 / 0xffffffff. Loop protection: at most 4096/4 hops, stop on an offset
-    below 0x100, past the end, or already visited.
+
+def ext_capabilities(cfg):
+    """``[(offset, cap_id, version), ...]`` of the extended capability list, walked
+    to its end before anything is returned, so a list corrupt anywhere is never
+    half-trusted.
+
+    Header at 0x100: id bits 15:0, version bits 19:16, next offset bits 31:20. The
+    two low bits of the next offset are reserved and masked, as the PCIe base
+    specification tells software to (and Linux's ``PCI_EXT_CAP_NEXT`` does); an id
+    of 0 in the middle of the list is a hidden capability (hypervisors zero the ids
+    they hide and keep the links) and the walk goes on.
+
+    * fewer than 256 bytes read: ConfigSpaceUnreadable (unprivileged read);
+    * exactly 256 bytes: a conventional PCI function (no PCI Express capability)
+      has no extended space, so ``[]``; a PCI Express function raises
+      ExtendedSpaceNotReadable ("extended configuration space not readable");
+    * header 0 at 0x100: no extended capabilities, ``[]``;
+    * ConfigSpaceCorrupt for a header reading 0xffffffff, a next offset below
+      0x100, a loop, or an offset (or a header) beyond the bytes read.
     """
     cfg = bytearray(cfg or b"")
-    if len(cfg) < PCI_CFG_SPACE_SIZE:
-        raise ConfigSpaceUnreadable("config space has %d bytes (unprivileged read?)" % len(cfg))
+    size = len(cfg)
+    if size < PCI_CFG_SPACE_SIZE:
+        raise ConfigSpaceUnreadable("config space has %d bytes (unprivileged read?)" % size)
+    if size < PCI_EXT_CAP_START + 4:
+        if is_pci_express(cfg):
+            raise ExtendedSpaceNotReadable(
+                "%s: the config file has %d bytes although the function has a PCI Express capability "
+                "(the kernel could not reach the extended space: no usable MMCONFIG/ECAM, or the read at 0x100 "
+                "failed)" % (EXT_NOT_READABLE, size))
+        return []
     offset = PCI_EXT_CAP_START
+    header = _u32(cfg, offset)
+    if header == 0:
+        return []
+    found = []
     seen = set()
-    hops = 0
-    while hops < PCI_CFG_SPACE_EXP_SIZE // 4:
-        if offset < PCI_EXT_CAP_START or offset in seen or offset + 4 > len(cfg):
-            return
+    while True:
+        if header == 0xFFFFFFFF:
+            raise ConfigSpaceCorrupt("extended capability header at 0x%x reads 0xffffffff (device gone, or the "
+                                     "read failed)" % offset)
         seen.add(offset)
-        hops += 1
+        found.append((offset, header & 0xFFFF, (header >> 16) & 0xF))
+        nxt = (header >> 20) & 0xFFC
+        if nxt == 0:
+            return found
+        if nxt < PCI_EXT_CAP_START:
+            raise ConfigSpaceCorrupt("extended capability at 0x%x points to 0x%x, below 0x100 where extended "
+                                     "capabilities start" % (offset, nxt))
+        if nxt in seen:
+            raise ConfigSpaceCorrupt("extended capability list loops: 0x%x points back to 0x%x" % (offset, nxt))
+        if nxt + 4 > size:
+            raise ConfigSpaceCorrupt("extended capability at 0x%x points to 0x%x, beyond the %d bytes read"
+                                     % (offset, nxt, size))
+        offset = nxt
         header = _u32(cfg, offset)
-        if header in (0, 0xFFFFFFFF):
-            return
-        yield offset, header & 0xFFFF, (header >> 16) & 0xF
-        offset = (header >> 20) & 0xFFC
+
+
+def iter_ext_capabilities(cfg):
+    """Iterate over :func:`ext_capabilities` (same exceptions, raised before the first item)."""
+    return iter(ext_capabilities(cfg))
 
 
 def find_ext_capability(cfg, cap_id):
-    """Offset of extended capability ``cap_id`` or None. Raises ConfigSpaceUnreadable."""
+    """Offset of extended capability ``cap_id`` or None. Raises ConfigSpaceError
+    (see :func:`ext_capabilities`)."""
     for offset, found, _version in iter_ext_capabilities(cfg):
         if found == cap_id:
             return offset
@@ -346,7 +414,7 @@ def decode_acs_bits(value):
 def acs_ctl_offset(cfg):
     """Absolute config-space offset of the ACS Control register (ACS capability
     offset + 6), or None when the function has no ACS capability.
-    Raises ConfigSpaceUnreadable when the extended space could not be read."""
+    Raises ConfigSpaceError when the extended space could not be read or walked."""
     offset = find_ext_capability(cfg, PCI_EXT_CAP_ID_ACS)
     if offset is None:
         return None
@@ -356,22 +424,41 @@ def acs_ctl_offset(cfg):
 def acs_info(cfg):
     """ACS state of one function's config space.
 
-    Returns ``{"status": "present"|"absent"|"unreadable", "offset", "ctl_offset",
-    "cap", "ctl", "ctl_hex", "cap_bits", "enabled_bits", "p2p_redirect"}``.
-    ``unreadable`` means the config read was shorter than 256 bytes (not root),
-    so nothing is known; ``absent`` means the list was walked without finding
-    ACS (or the function has no extended config space).
+    Returns ``{"status", "reason", "offset", "ctl_offset", "cap", "ctl", "ctl_hex",
+    "cap_bits", "enabled_bits", "p2p_redirect"}``; ``status`` is
+
+    * ``present``: ACS found by a clean walk; ``reason`` None;
+    * ``absent``: the whole list was walked without finding ACS, or the function is
+      conventional PCI (256-byte config, no PCI Express capability); ``reason`` says which;
+    * ``unreadable``: the read was shorter than 256 bytes (not root, or no config file);
+    * ``unknown``: the extended space is not readable (256-byte config of a PCI Express
+      function) or a list is corrupt; ``reason`` says what was found where.
+
+    Only ``present`` carries register values; nothing else may be taken as "ACS clear".
     """
-    info = {"status": "unreadable", "offset": None, "ctl_offset": None, "cap": None, "ctl": None,
-            "ctl_hex": None, "cap_bits": [], "enabled_bits": [], "p2p_redirect": None}
+    info = {"status": "unreadable", "reason": None, "offset": None, "ctl_offset": None, "cap": None,
+            "ctl": None, "ctl_hex": None, "cap_bits": [], "enabled_bits": [], "p2p_redirect": None}
     if cfg is None:
+        info["reason"] = "no readable config file"
         return info
     try:
         offset = find_ext_capability(cfg, PCI_EXT_CAP_ID_ACS)
-    except ConfigSpaceUnreadable:
+    except ConfigSpaceUnreadable as exc:
+        info["reason"] = "configuration space read returned %d bytes (%s); the kernel shows 64 bytes to " \
+                         "unprivileged readers: read it as root (become: true)" % (len(cfg), exc)
         return info
-    if offset is None or offset + PCI_ACS_CTRL + 2 > len(cfg):
-        info["status"] = "absent"
+    except ConfigSpaceError as exc:
+        info.update(status="unknown", reason=str(exc))
+        return info
+    if offset is None:
+        conventional = len(cfg) < PCI_EXT_CAP_START + 4
+        info.update(status="absent", reason="no ACS capability (conventional PCI function: no PCI Express "
+                                            "capability, so no extended configuration space)"
+                    if conventional else "no ACS capability")
+        return info
+    if offset + PCI_ACS_CTRL + 2 > len(cfg):
+        info.update(status="unknown", reason="ACS capability at 0x%x ends beyond the %d bytes read"
+                    % (offset, len(cfg)))
         return info
     data = bytearray(cfg)
     cap = _u16(data, offset + PCI_ACS_CAP)

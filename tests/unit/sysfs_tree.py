@@ -439,3 +439,42 @@ def distance_tree(base, kind):
                                              "ndev": "eth0"}})
     t.write("proc/sys/kernel/osrelease", "6.1.0-18-amd64\n")
     return t, gpu, nic
+
+
+CONFIG_CAPTURE_HEAD = re.compile(r"^== (?P<addr>\S+) (?P<vendor>0x[0-9a-f]{4}):(?P<device>0x[0-9a-f]{4}) "
+                                 r"class=(?P<cls>0x[0-9a-f]{6}) config=(?P<size>\d+) driver=(?P<driver>\S+)$")
+
+
+def read_config_capture(path):
+    """Parse a ``tests/fixtures/pci/*_config.txt`` capture (format in that folder's README)
+    into ``{address: {"vendor", "device", "class", "driver", "config": bytes}}``."""
+    functions = {}
+    current = None
+    with open(path) as handle:
+        for line in handle.read().splitlines():
+            match = CONFIG_CAPTURE_HEAD.match(line)
+            if match:
+                current = functions[match.group("addr")] = {
+                    "vendor": int(match.group("vendor"), 16), "device": int(match.group("device"), 16),
+                    "class": int(match.group("cls"), 16),
+                    "driver": None if match.group("driver") == "-" else match.group("driver"),
+                    "config": bytearray(int(match.group("size")))}
+            elif line.strip():
+                offset, row = line.split(":", 1)
+                data = bytes(int(b, 16) for b in row.split())
+                start = int(offset, 16)
+                current["config"][start:start + len(data)] = data
+    for fn in functions.values():
+        fn["config"] = bytes(fn["config"])
+    return functions
+
+
+def config_capture_tree(base, path):
+    """A tree with every function of a config capture on the root bus of pci0000:00 (the
+    captured VM has a flat bus), each with its captured config file."""
+    t = SysfsTree(base)
+    functions = read_config_capture(path)
+    for address, fn in sorted(functions.items()):
+        t.add_pci(address, vendor=fn["vendor"], device=fn["device"], pci_class=fn["class"],
+                  driver=fn["driver"], config=fn["config"])
+    return t, functions

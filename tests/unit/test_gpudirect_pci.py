@@ -130,41 +130,126 @@ def test_acs_offset_is_walked_not_assumed():
     assert pci.acs_info(raw)["p2p_redirect"] is False
 
 
-def test_ext_chain_with_loop_terminates_without_acs():
+def corrupt_unknown(raw, *needles):
+    """The list is refused (ConfigSpaceCorrupt) and acs_info says unknown with the same reason."""
+    with pytest.raises(pci.ConfigSpaceCorrupt) as info:
+        pci.ext_capabilities(raw)
+    with pytest.raises(pci.ConfigSpaceCorrupt):
+        pci.acs_ctl_offset(raw)
+    acs = pci.acs_info(raw)
+    assert acs["status"] == "unknown" and acs["reason"] == str(info.value)
+    assert acs["ctl"] is None and acs["p2p_redirect"] is None and acs["enabled_bits"] == []
+    for needle in needles:
+        assert needle in acs["reason"], acs["reason"]
+    return acs["reason"]
+
+
+def test_ext_chain_loop_is_corrupt_not_absent():
     cfg = ConfigSpace(0x10B5, 0x8747, 0x060400).add_aer(0x100).add_ext(0x148, 0x0004, next=0x100)
-    raw = cfg.build()
-    assert [o for o, _c, _v in pci.iter_ext_capabilities(raw)] == [0x100, 0x148]
-    assert pci.acs_info(raw)["status"] == "absent"
-    assert pci.acs_ctl_offset(raw) is None
+    corrupt_unknown(cfg.build(), "loops", "0x148 points back to 0x100")
 
 
-def test_ext_chain_self_loop_and_loop_after_acs():
-    raw = ConfigSpace(1, 1, 0x060400).add_ext(0x100, 0x0001, next=0x100).build()
-    assert len(list(pci.iter_ext_capabilities(raw))) == 1
+def test_ext_chain_self_loop_and_loop_after_acs_are_corrupt():
+    corrupt_unknown(ConfigSpace(1, 1, 0x060400).add_ext(0x100, 0x0001, next=0x100).build(), "loops")
+    # ACS comes before the loop: a list corrupt anywhere is not half-trusted
     raw = ConfigSpace(1, 1, 0x060400).add_aer(0x100).add_acs(0x148, ctl=0x1D).add_ext(0x200, 0xB, next=0x148).build()
-    assert pci.acs_ctl_offset(raw) == 0x14E
+    corrupt_unknown(raw, "0x200 points back to 0x148")
 
 
-def test_ext_chain_next_below_0x100_stops():
-    raw = ConfigSpace(1, 1, 0x060400).add_aer(0x100, next=0x40).build()
-    assert [o for o, _c, _v in pci.iter_ext_capabilities(raw)] == [0x100]
+@pytest.mark.parametrize("nxt", [0x40, 0x04, 0xFC])
+def test_ext_chain_next_below_0x100_is_corrupt(nxt):
+    raw = ConfigSpace(1, 1, 0x060400).add_aer(0x100).add_acs(0x148, next=nxt).build()
+    corrupt_unknown(raw, "0x148 points to 0x%x, below 0x100" % nxt)
+
+
+def test_ext_chain_pointer_beyond_the_bytes_read_is_corrupt():
+    raw = ConfigSpace(1, 1, 0x060400).add_pcie(0x40, 6).add_aer(0x100).add_acs(0x148, next=0x200).build()
+    corrupt_unknown(raw[:0x180], "0x148 points to 0x200, beyond the 384 bytes read")
+    # a header that fits but an ACS body that does not
+    raw = ConfigSpace(1, 1, 0x060400).add_aer(0x100, next=0xFFC).build()
+    raw = raw[:0xFFC] + struct.pack("<I", 0x0001000D)
+    acs = pci.acs_info(raw)
+    assert acs["status"] == "unknown" and "ACS capability at 0xffc ends beyond the 4096 bytes read" == acs["reason"]
+
+
+def test_all_ones_headers_are_corrupt():
+    ff = bytearray(ConfigSpace(1, 1, 0x060400).add_pcie(0x40, 6).build())
+    ff[0x100:0x104] = b"\xff\xff\xff\xff"
+    corrupt_unknown(bytes(ff), "header at 0x100 reads 0xffffffff", "device gone")
+    raw = bytearray(ConfigSpace(1, 1, 0x060400).add_aer(0x100, next=0x300).build())
+    raw[0x300:0x304] = b"\xff\xff\xff\xff"
+    corrupt_unknown(bytes(raw), "header at 0x300 reads 0xffffffff")
+
+
+def test_ext_next_pointer_low_bits_are_masked_as_the_spec_says():
+    """PCIe base spec: the 2 low bits of Next Capability Offset are reserved, software masks them."""
+    raw = bytearray(ConfigSpace(1, 1, 0x060400).add_aer(0x100).add_acs(0x148, ctl=0x11).build())
+    struct.pack_into("<I", raw, 0x100, 0x0001 | (2 << 16) | (0x14B << 20))  # next 0x14b -> 0x148
+    assert [o for o, _c, _v in pci.iter_ext_capabilities(bytes(raw))] == [0x100, 0x148]
+    assert pci.acs_info(bytes(raw))["ctl"] == 0x11
 
 
 def test_no_acs_and_empty_ext_space():
     raw = bridge_config(0x10B5, 0x8747, sysfs_tree.PORT_UPSTREAM).build()
     assert pci.acs_info(raw)["status"] == "absent"
-    assert pci.acs_info(ConfigSpace(1, 1, 0x060400).build())["status"] == "absent"  # header 0
-    ff = bytearray(ConfigSpace(1, 1, 0x060400).build())
-    ff[0x100:0x104] = b"\xff\xff\xff\xff"
-    assert pci.acs_info(bytes(ff))["status"] == "absent"
-    # 256 bytes: conventional config space only, the kernel has no extended space
-    assert pci.acs_info(bridge_config(1, 1, 6, acs_ctl=0x5D).build(256))["status"] == "absent"
+    assert pci.acs_info(raw)["reason"] == "no ACS capability"
+    assert pci.acs_info(ConfigSpace(1, 1, 0x060400).build())["status"] == "absent"  # header 0 at 0x100
+
+
+def test_256_byte_config_of_a_pcie_bridge_is_extended_space_not_readable():
+    """Linux exposes 256 bytes when it cannot reach a PCI Express function's extended space
+    (no MMCONFIG/ECAM, or the probe at 0x100 failed): ACS unknown, never absent."""
+    raw = bridge_config(0x10B5, 0x8747, sysfs_tree.PORT_DOWNSTREAM, acs_ctl=0x5D).build(256)
+    with pytest.raises(pci.ExtendedSpaceNotReadable):
+        pci.acs_ctl_offset(raw)
+    acs = pci.acs_info(raw)
+    assert acs["status"] == "unknown"
+    assert acs["reason"].startswith("extended configuration space not readable: the config file has 256 bytes")
+    # a corrupt standard list cannot tell conventional from PCI Express: unknown too
+    loop = bytearray(raw)
+    loop[0x49] = 0x40  # MSI points back to PM, before the PCIe capability is reached
+    assert pci.acs_info(bytes(loop))["status"] == "unknown"
+    assert "standard capability list loops" in pci.acs_info(bytes(loop))["reason"]
+
+
+def test_256_byte_config_of_a_conventional_function_has_no_acs():
+    cfg = ConfigSpace(0x1AF4, 0x1042, 0x018000).add_cap(0x40, 0x09).add_cap(0x98, 0x11)
+    acs = pci.acs_info(cfg.build(256))
+    assert acs["status"] == "absent" and "conventional PCI function" in acs["reason"]
+
+
+FIRECRACKER = os.path.join(os.path.dirname(__file__), "..", "fixtures", "pci", "firecracker_h100_vm_config.txt")
+
+
+def test_real_firecracker_vm_config_spaces(tmp_path):
+    """Config files read as root on the lent GPU node (tests/fixtures/pci/README.md)."""
+    tree, captured = sysfs_tree.config_capture_tree(tmp_path, FIRECRACKER)
+    sizes = dict((a, len(fn["config"])) for a, fn in captured.items())
+    assert sizes == {"0000:00:00.0": 4096, "0000:00:01.0": 256, "0000:00:02.0": 256, "0000:00:03.0": 256,
+                     "0000:00:04.0": 256, "0000:00:05.0": 256, "0000:00:06.0": 4096}
+    infos = dict((a, pci.device_acs(tree.abs("sys/bus/pci/devices/%s" % a))) for a in captured)
+    for address in ("0000:00:01.0", "0000:00:02.0", "0000:00:03.0", "0000:00:04.0", "0000:00:05.0"):
+        cfg = captured[address]["config"]
+        assert not pci.is_pci_express(cfg)  # "conventional PCI endpoint" in the node's boot log
+        assert [c for _o, c in pci.iter_capabilities(cfg, strict=True)] == [0x09, 0x09, 0x09, 0x09, 0x09, 0x11]
+        assert infos[address]["status"] == "absent" and "conventional PCI" in infos[address]["reason"]
+    gpu = captured["0000:00:06.0"]["config"]
+    assert pci.pcie_port_type(gpu) == (0, "endpoint")
+    # hidden capabilities keep their links with id 0: the walk goes on past them
+    assert pci.ext_capabilities(gpu) == [(0x100, 0x0000, 0), (0x12C, 0x0018, 1), (0x134, 0x0000, 1),
+                                         (0x1B8, 0x0001, 2), (0x248, 0x0000, 1), (0x250, 0x0000, 1),
+                                         (0x2A4, 0x000B, 1), (0x2B8, 0x0004, 1), (0x2F0, 0x0003, 1)]
+    assert infos["0000:00:06.0"]["status"] == "absent"
+    assert infos["0000:00:00.0"]["status"] == "absent"  # host bridge: header 0 at 0x100
+    # the same GPU config truncated to 256 bytes is the "not readable" case, not "absent"
+    assert pci.acs_info(gpu[:256])["status"] == "unknown"
+    assert pci.acs_info(gpu[:256])["reason"].startswith(pci.EXT_NOT_READABLE)
 
 
 def test_short_config_is_unreadable_not_absent():
     raw = bridge_config(0x10B5, 0x8747, sysfs_tree.PORT_DOWNSTREAM, acs_ctl=0x005D).build(64)
     info = pci.acs_info(raw)
-    assert info["status"] == "unreadable"
+    assert info["status"] == "unreadable" and "64 bytes" in info["reason"] and "become" in info["reason"]
     assert info["ctl"] is None and info["enabled_bits"] == []
     with pytest.raises(pci.ConfigSpaceUnreadable):
         pci.acs_ctl_offset(raw)

@@ -268,26 +268,95 @@ def test_vendor_specific_data_that_looks_like_acs_is_not_written(tmp_path):
     assert result["changed"] is False
 
 
-def test_looping_extended_list_finds_no_acs_and_writes_nothing(tmp_path):
-    t = SysfsTree(tmp_path / "root")
+def looping_bridge_config():
     cfg = ConfigSpace(0x10B5, 0x8747, 0x060400)
     cfg.add_cap(0x40, 0x01).add_pcie(0x68, PORT_DOWNSTREAM)
     cfg.add_aer(0x100, next=0x200).add_ext(0x200, 0x000B, 1, b"\x01" * 8, next=0x100)
     cfg.poke(0xF28, struct.pack("<HH", 0x005F, 0x005D))  # ACS-looking bytes nothing links to
-    t.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x8747, config=cfg)
-    before = snapshot(t)
-    result = run(t)
-    assert snapshot(t) == before
-    assert result["skipped_bridges"][0]["reason"] == "no ACS capability"
+    return cfg
 
 
-def test_bridge_without_extended_space_is_skipped(tmp_path):
-    """A 256-byte config (conventional PCI bridge, no extended space) has no ACS: skipped, not unreadable."""
+def corrupt_trees(tmp_path):
+    """The server plus one bridge per kind of unknown ACS state (all PLX ports, so mode plx selects them)."""
+    tree = server(tmp_path)
+    tree.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x8747, config=looping_bridge_config())
+    tree.add_bridge("0000:06:00.0", vendor=0x10B5, device=0x8747, port_type=PORT_DOWNSTREAM, acs_ctl=0x005D,
+                    config_size=256)
+    gone = bytearray(bridge_config(0x10B5, 0x8747, PORT_DOWNSTREAM, acs_ctl=0x005D).build())
+    gone[0x100:0x104] = b"\xff\xff\xff\xff"
+    tree.add_bridge("0000:07:00.0", vendor=0x10B5, device=0x8747, config=bytes(gone))
+    below = ConfigSpace(0x10B5, 0x8747, 0x060400).add_pcie(0x68, PORT_DOWNSTREAM).add_aer(0x100, next=0x40)
+    tree.add_bridge("0000:08:00.0", vendor=0x10B5, device=0x8747, config=below)
+    return tree
+
+
+UNKNOWN_REASONS = {
+    "0000:05:00.0": "extended capability list loops: 0x200 points back to 0x100",
+    "0000:06:00.0": "extended configuration space not readable: the config file has 256 bytes",
+    "0000:07:00.0": "extended capability header at 0x100 reads 0xffffffff",
+    "0000:08:00.0": "extended capability at 0x100 points to 0x40, below 0x100",
+}
+
+
+def test_query_reports_unknown_bridges_with_their_reasons(tmp_path):
+    tree = corrupt_trees(tmp_path)
+    before = snapshot(tree)
+    result = run(tree, state="query")
+    assert snapshot(tree) == before and result["changed"] is False
+    unknown = dict((u["address"], u) for u in result["unknown_bridges"])
+    assert sorted(unknown) == sorted(UNKNOWN_REASONS)
+    for address, needle in UNKNOWN_REASONS.items():
+        assert unknown[address]["reason"].startswith(needle), unknown[address]
+        assert (unknown[address]["vendor_id"], unknown[address]["device_id"]) == ("0x10b5", "0x8747")
+    # never reported as "no ACS capability", never among the bridges with a register
+    assert not set(unknown) & set(s["address"] for s in result["skipped_bridges"])
+    assert not set(unknown) & set(by_address(result))
+    assert "ACS UNKNOWN on 0000:05:00.0, 0000:06:00.0, 0000:07:00.0, 0000:08:00.0" in result["msg"]
+
+
+@pytest.mark.parametrize("state", ["disabled", "enabled"])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_disabled_refuses_unknown_bridges_and_writes_nothing(tmp_path, state, check_mode):
+    tree = corrupt_trees(tmp_path)
+    before = snapshot(tree)
+    error = failure(tree, check_mode=check_mode, state=state)
+    assert snapshot(tree) == before  # the good PLX ports were not written either
+    assert error.msg.startswith("refusing to %s ACS" % ("clear" if state == "disabled" else "set"))
+    for address, needle in UNKNOWN_REASONS.items():
+        assert "%s (10b5:8747): %s" % (address, needle) in error.msg
+    assert "Nothing was written to any bridge" in error.msg
+    assert "pcie_acs_exclude: [0000:05:00.0, 0000:06:00.0, 0000:07:00.0, 0000:08:00.0]" in error.msg
+    assert "MMCONFIG/ECAM" in error.msg and "gone, or failing" in error.msg and "list is corrupt" in error.msg
+    assert [u["address"] for u in error.details["unknown_bridges"]] == sorted(UNKNOWN_REASONS)
+
+
+def test_excluding_the_unknown_bridges_lets_the_others_be_cleared(tmp_path):
+    tree = corrupt_trees(tmp_path)
+    result = run(tree, exclude=sorted(UNKNOWN_REASONS))
+    assert result["changed"] is True and result["unknown_bridges"] == []
+    assert [b["after"] for b in result["bridges"]] == ["0x0000"] * 4
+
+
+def test_bridge_with_256_byte_config_is_unknown_not_skipped(tmp_path):
+    """A PCIe bridge with a 256-byte config file: the kernel could not reach its extended space."""
     t = SysfsTree(tmp_path / "root")
     t.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x8112, config_size=256)
+    result = run(t, state="query")
+    assert result["skipped_bridges"] == [] and result["bridges"] == []
+    assert result["unknown_bridges"][0]["reason"].startswith("extended configuration space not readable")
+    error = failure(t)
+    assert "0000:05:00.0 (10b5:8112): extended configuration space not readable" in error.msg
+
+
+def test_conventional_pci_bridge_with_256_bytes_has_no_acs(tmp_path):
+    """No PCI Express capability: conventional PCI, no extended space by design, so no ACS."""
+    t = SysfsTree(tmp_path / "root")
+    cfg = ConfigSpace(0x10B5, 0x8112, 0x060400).add_cap(0x40, 0x01)
+    t.add_bridge("0000:05:00.0", vendor=0x10B5, device=0x8112, config=cfg, config_size=256)
     result = run(t)
-    assert result["skipped_bridges"] == [{"address": "0000:05:00.0", "reason": "no ACS capability"}]
-    assert result["bridges"] == [] and result["changed"] is False
+    assert result["skipped_bridges"][0]["reason"].startswith("no ACS capability (conventional PCI function")
+    assert result["unknown_bridges"] == [] and result["changed"] is False
+    assert result["msg"].endswith("1 without ACS capability")
 
 
 # ---------------------------------------------------------------------------
@@ -403,11 +472,34 @@ def test_write_permission_denied_says_become(tmp_path, monkeypatch):
 # vfio-pci safety
 # ---------------------------------------------------------------------------
 
-def bind_vfio(tree, address):
+def bind_vfio(tree, address, driver="vfio-pci"):
     devdir = tree.pci_dirs[address]
     os.unlink(os.path.join(devdir, "driver"))
-    tree.mkdir("sys/bus/pci/drivers/vfio-pci")
-    tree.link(tree.rel(os.path.join(devdir, "driver")), tree.abs("sys/bus/pci/drivers/vfio-pci"))
+    tree.mkdir("sys/bus/pci/drivers/%s" % driver)
+    tree.link(tree.rel(os.path.join(devdir, "driver")), tree.abs("sys/bus/pci/drivers/%s" % driver))
+
+
+# vfio-pci and the variant drivers of Linux's drivers/vfio/pci/ (module names as lsmod shows them)
+VFIO_DRIVERS = ["vfio-pci", "mlx5_vfio_pci", "nvgrace_gpu_vfio_pci", "hisi_acc_vfio_pci", "virtio_vfio_pci",
+                "pds_vfio_pci", "some_future_vfio_variant"]
+
+
+@pytest.mark.parametrize("driver", VFIO_DRIVERS)
+def test_every_vfio_style_driver_blocks_clearing(tmp_path, driver):
+    tree = server(tmp_path)
+    bind_vfio(tree, NIC_F1, driver)
+    before = snapshot(tree)
+    error = failure(tree)
+    assert "%s (%s)" % (NIC_F1, driver) in error.msg and "vfio driver" in error.msg
+    assert error.details["vfio_devices"] == [NIC_F1]
+    assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize("driver,expected", [("vfio-pci", True), ("mlx5_vfio_pci", True), ("VFIO-PCI", True),
+                                             ("mlx5_core", False), ("nvidia", False), ("pcieport", False),
+                                             (None, False), ("", False)])
+def test_is_vfio_driver(driver, expected):
+    assert pcie_acs.is_vfio_driver(driver) is expected
 
 
 def test_vfio_bound_device_refuses_unless_forced(tmp_path):
@@ -415,7 +507,7 @@ def test_vfio_bound_device_refuses_unless_forced(tmp_path):
     bind_vfio(tree, NIC_F1)
     before = snapshot(tree)
     error = failure(tree)
-    assert "vfio-pci" in error.msg and NIC_F1 in error.msg and "force" in error.msg
+    assert "%s (vfio-pci)" % NIC_F1 in error.msg and "force" in error.msg
     assert error.details["vfio_devices"] == [NIC_F1]
     assert snapshot(tree) == before
     # check mode predicts the same refusal
@@ -599,6 +691,34 @@ def test_main_end_to_end_check_then_apply_then_idempotent(tmp_path, monkeypatch,
     assert checked["bridges"] == applied["bridges"]  # check mode predicted exactly what happened
     again = run_module(pcie_acs, {"root": tree.root})
     assert again["changed"] is False
+
+
+def test_main_check_diff_shows_acsctl_before_and_after_per_bridge(tmp_path, monkeypatch, run_module):
+    tree = corrupt_trees(tmp_path)
+    before = snapshot(tree)
+    args = {"root": tree.root, "exclude": ["0000:05:00.0", "0000:07:00.0", "0000:08:00.0"],
+            "_ansible_diff": True, "state": "query"}
+    queried = run_module(pcie_acs, args, check_mode=True)
+    assert queried["diff"]["before"] == queried["diff"]["after"]  # query changes nothing
+    assert ("0000:06:00.0 10b5:8747 ACSCtl unknown (extended configuration space not readable"
+            in queried["diff"]["before"])
+    args.update(state="disabled", exclude=sorted(UNKNOWN_REASONS))
+    checked = run_module(pcie_acs, args, check_mode=True)
+    assert checked["changed"] is True and snapshot(tree) == before
+    assert checked["diff"]["before"].splitlines() == [
+        "0000:02:08.0 10b5:8747 ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans)",
+        "0000:02:10.0 10b5:8747 ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans)",
+        "0000:02:18.0 10b5:8747 ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans)",
+        "0000:41:00.0 1000:c030 ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans)"]
+    assert checked["diff"]["after"].splitlines() == [
+        "0000:02:08.0 10b5:8747 ACSCtl 0x0000 (none)", "0000:02:10.0 10b5:8747 ACSCtl 0x0000 (none)",
+        "0000:02:18.0 10b5:8747 ACSCtl 0x0000 (none)", "0000:41:00.0 1000:c030 ACSCtl 0x0000 (none)"]
+    applied = run_module(pcie_acs, dict(args, _ansible_check_mode=False))
+    assert applied["diff"] == checked["diff"]  # check mode predicted the real change
+    converged = run_module(pcie_acs, args, check_mode=True)
+    assert converged["changed"] is False
+    assert converged["diff"]["before"] == converged["diff"]["after"] == checked["diff"]["after"]
+    assert "diff" not in run_module(pcie_acs, {"root": tree.root, "exclude": sorted(UNKNOWN_REASONS)})
 
 
 def test_main_argument_validation(tmp_path, monkeypatch, run_module):
