@@ -105,6 +105,10 @@ def gpudirect_findings(facts, max_distance="SYS", reboot_reasons=None):
                 "traffic is redirected through the root complex until the pcie_acs stage clears it"
                 % (bridge["address"], bridge.get("acs_ctl_hex"), " ".join(bridge.get("enabled_bits") or []),
                    best["gpu_address"], best["nic"]))
+        for bridge in [b for b in best.get("acs") or [] if b.get("status") == "unknown"]:
+            add("warn", "acs",
+                "ACS state of bridge %s on the path of %s <-> %s is unknown (%s): the path is not known "
+                "to be ACS-clear" % (bridge["address"], best["gpu_address"], best["nic"], bridge.get("reason")))
 
     for fn in facts.get("unbound_mellanox_functions") or []:
         add("bad", "nic_driver",
@@ -210,7 +214,9 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
         for pair in sorted(pairs, key=lambda p: (_distance_rank(p["distance"]), p["gpu_address"], p["nic"])):
             acs = _acs_enabled(pair)
             acs_text = ", ".join("%s %s" % (b["address"], b.get("acs_ctl_hex")) for b in acs) or "clear"
-            if any(not b.get("readable", True) for b in pair.get("acs") or []):
+            if pair.get("acs_verdict") == "unknown":
+                acs_text = "UNKNOWN (%s)" % pair.get("acs_verdict_reason")
+            elif any(not b.get("readable", True) for b in pair.get("acs") or []):
                 acs_text += " (some bridges unreadable: run with become)"
             lines.append("    %-14s %-22s %-8s %-8s %s" % (
                 pair["gpu_address"], "%s %s" % (pair["nic"], pair.get("nic_address") or ""),

@@ -24,7 +24,10 @@ description:
   - ACS registers are found by walking the PCI capability lists, never at fixed
     offsets. Reading them needs root (become), since unprivileged reads of
     C(/sys/bus/pci/devices/*/config) stop after 64 bytes; such bridges are reported
-    with C(readable=false).
+    with C(status=unknown) and C(readable=false), as are bridges whose extended
+    configuration space is not readable (256-byte config file of a PCI Express function)
+    or whose capability list is corrupt. A path through such a bridge is never called
+    ACS-clear (C(acs_verdict=unknown)).
   - A host without GPU or RDMA device gives empty lists, not an error. A device that
     cannot be parsed is skipped and named in C(warnings).
 version_added: "1.0.0"
@@ -366,12 +369,27 @@ ansible_facts:
               sample: ["0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:02:10.0"]
             acs_redirect:
               description: Whether a readable bridge on the path redirects peer-to-peer traffic
-                (ReqRedir, CmpltRedir or EgressCtrl set).
+                (ReqRedir, CmpltRedir or EgressCtrl set). False does not mean clear; see I(acs_verdict).
               type: bool
               sample: true
+            acs_verdict:
+              description:
+                - C(redirect) a bridge with a readable ACS capability redirects peer-to-peer traffic;
+                  C(unknown) no readable bridge redirects but the ACS state of at least one bridge
+                  cannot be known (C(status=unknown) in I(acs)), so the path is not called clear;
+                  C(clear) every bridge of the path was read and none redirects.
+              type: str
+              choices: [redirect, unknown, clear]
+              sample: unknown
+            acs_verdict_reason:
+              description: The verdict in words, naming the redirecting bridges (with ACSCtl) and the
+                bridges whose ACS state is unknown (with the reason).
+              type: str
+              sample: "ACS state unknown on 0000:02:08.0: extended configuration space not readable: the config
+                file has 256 bytes although the function has a PCI Express capability (...)"
             acs:
-              description: Bridges of the path with an ACS capability, plus bridges whose config
-                space could not be read (C(readable=false)).
+              description: Bridges of the path with an ACS capability, plus bridges whose ACS state
+                cannot be known (C(status=unknown)).
               type: list
               elements: dict
               contains:
@@ -384,8 +402,20 @@ ansible_facts:
                 device_id:
                   description: Bridge device id.
                   type: str
+                status:
+                  description: C(present) (ACS read by a clean capability walk) or C(unknown) (config
+                    space read too short when not root, extended configuration space not readable
+                    because a PCI Express function has a 256-byte config file, or a corrupt capability
+                    list with a loop, a next pointer below 0x100 or beyond the bytes read, or an
+                    all-ones header).
+                  type: str
+                  choices: [present, unknown]
+                reason:
+                  description: Why the state is unknown; null when C(present).
+                  type: str
+                  sample: "extended capability list loops: 0x200 points back to 0x100"
                 readable:
-                  description: False when the config space read was too short (not root).
+                  description: True when C(status=present); the register fields are null otherwise.
                   type: bool
                 acs_offset:
                   description: Config-space offset of the ACS extended capability.
@@ -739,6 +769,26 @@ def is_live_root(root):
     return os.path.realpath(root or "/") == "/"
 
 
+def acs_path_verdict(acs):
+    """``{"acs_verdict", "acs_verdict_reason"}`` of one GPU/NIC path from its bridge entries:
+    ``redirect`` when a bridge with a readable ACS capability redirects peer-to-peer traffic,
+    else ``unknown`` when any bridge's ACS state cannot be known (never called clear), else
+    ``clear``."""
+    redirecting = [e for e in acs if e["readable"] and e["p2p_redirect"]]
+    unknown = [e for e in acs if not e["readable"]]
+    unknown_text = "; ".join("%s: %s" % (e["address"], e["reason"]) for e in unknown)
+    if redirecting:
+        reason = "ACS redirects peer-to-peer traffic on %s" % ", ".join(
+            "%s (ACSCtl %s)" % (e["address"], e["acs_ctl_hex"]) for e in redirecting)
+        if unknown:
+            reason += "; ACS state unknown on %s" % unknown_text
+        return {"acs_verdict": "redirect", "acs_verdict_reason": reason}
+    if unknown:
+        return {"acs_verdict": "unknown", "acs_verdict_reason": "ACS state unknown on %s" % unknown_text}
+    return {"acs_verdict": "clear",
+            "acs_verdict_reason": "no bridge on the path has ReqRedir, CmpltRedir or EgressCtrl set"}
+
+
 class Collector(object):
     """Gathers the facts of one tree. ``runner`` provides ``get_bin_path(name)``
     and ``run_command(args, environ_update=...)`` (an AnsibleModule); None means
@@ -913,10 +963,14 @@ class Collector(object):
         info = acs_info(read_config(pci_device_dir(self.root, address)))
         entry = None
         if info["status"] != "absent":
+            # unreadable (short read, not root) and unknown (extended space not readable, corrupt
+            # capability list) are both "unknown" here: nothing is known about the bridge's ACS
             entry = {
                 "address": address,
                 "vendor_id": None if fn is None or fn.vendor is None else "0x%04x" % fn.vendor,
                 "device_id": None if fn is None or fn.device is None else "0x%04x" % fn.device,
+                "status": "present" if info["status"] == "present" else "unknown",
+                "reason": info["reason"],
                 "readable": info["status"] == "present",
                 "acs_offset": info["offset"],
                 "acs_ctl_offset": info["ctl_offset"],
@@ -953,6 +1007,7 @@ class Collector(object):
                         "acs_redirect": any(e["p2p_redirect"] for e in acs if e["readable"]),
                         "acs": acs,
                     })
+                    pairs[-1].update(acs_path_verdict(acs))
                 except Exception as exc:
                     self.warn("pair %s/%s: skipped (%s: %s)" % (gpu["address"], nic["name"],
                                                                 type(exc).__name__, exc))

@@ -214,3 +214,19 @@ def test_reboot_reasons_of_the_os_and_the_run_are_not_repeated():
 def test_reboot_reasons_must_be_a_list():
     with pytest.raises(AnsibleFilterError, match="gpudirect_reboot_reasons"):
         report.gpudirect_preflight_report(facts(), "n", "SYS", "host_prereqs: iommu=pt")
+
+
+def test_unknown_acs_on_the_path_is_never_shown_as_clear():
+    """gpudirect_facts marks a bridge whose ACS state cannot be known (256-byte config of a PCIe
+    function, corrupt capability list) status=unknown and the pair acs_verdict=unknown."""
+    reason = "extended configuration space not readable: the config file has 256 bytes"
+    unknown = {"address": "0000:02:10.0", "vendor_id": "0x10b5", "device_id": "0x8747", "status": "unknown",
+               "reason": reason, "readable": False, "acs_ctl": None, "acs_ctl_hex": None, "enabled_bits": []}
+    pair = dict(BASE["pairs"][1], acs=[dict(ACS_ON, acs_ctl=0, acs_ctl_hex="0x0000", enabled_bits=[]), unknown],
+                acs_verdict="unknown", acs_verdict_reason="ACS state unknown on 0000:02:10.0: " + reason)
+    data = facts(pairs=[pair], rdma_devices=[BASE["rdma_devices"][0]])
+    found = report.gpudirect_findings(data)
+    assert [(f["severity"], f["check"]) for f in found] == [("warn", "acs")]
+    assert "0000:02:10.0" in found[0]["message"] and reason in found[0]["message"]
+    line = next(line for line in report.gpudirect_preflight_report(data, "node1") if " PIX " in line)
+    assert "UNKNOWN (ACS state unknown on 0000:02:10.0: %s)" % reason in line and "clear" not in line

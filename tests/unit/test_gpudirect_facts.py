@@ -12,7 +12,7 @@ from ansible.module_utils import basic
 import gpudirect_facts
 import sysfs_tree
 from conftest import SHARED_FIXTURES
-from sysfs_tree import SysfsTree, distance_tree, gpu_server, h200_capture
+from sysfs_tree import ConfigSpace, SysfsTree, bridge_config, distance_tree, gpu_server, h200_capture
 
 H200 = os.path.join(SHARED_FIXTURES, "h200")
 
@@ -211,6 +211,7 @@ def test_gpu_server_facts(tmp_path):
     assert list(acs) == ["0000:00:01.0", "0000:02:08.0", "0000:02:10.0"]  # the upstream port has no ACS
     down = acs["0000:02:08.0"]
     assert down == {"address": "0000:02:08.0", "vendor_id": "0x10b5", "device_id": "0x8747", "readable": True,
+                    "status": "present", "reason": None,
                     "acs_offset": 0x148, "acs_ctl_offset": 0x14E, "acs_cap": 0x005F,
                     "acs_cap_bits": ["SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd",
                                      "DirectTrans"],
@@ -219,6 +220,9 @@ def test_gpu_server_facts(tmp_path):
                     "p2p_redirect": True}
     assert acs["0000:00:01.0"]["acs_ctl"] == 0x001D
     assert pix["acs_redirect"] is True
+    assert pix["acs_verdict"] == "redirect"
+    assert pix["acs_verdict_reason"] == ("ACS redirects peer-to-peer traffic on 0000:00:01.0 (ACSCtl 0x001d), "
+                                         "0000:02:08.0 (ACSCtl 0x005d), 0000:02:10.0 (ACSCtl 0x005d)")
 
     sys_pair = pairs["mlx5_1"]
     assert sys_pair["distance"] == "SYS" and sys_pair["common_ancestor"] is None
@@ -243,6 +247,58 @@ def test_acs_cleared_gives_no_redirect(tmp_path):
     assert pix["acs_redirect"] is True  # the root port still has ReqRedir/CmpltRedir
 
 
+def test_acs_cleared_everywhere_is_clear(tmp_path):
+    tree = distance_tree(tmp_path, "PIX")[0]
+    for address in ("0000:00:01.0", "0000:02:08.0", "0000:02:10.0"):
+        raw = bytearray(bridge_config(0x10B5, 0x8747, 6, acs_ctl=0x0000).build())
+        with open(tree.abs("sys/bus/pci/devices/%s/config" % address), "wb") as handle:
+            handle.write(bytes(raw))
+    pair = facts_of(tree)["pairs"][0]
+    assert (pair["acs_verdict"], pair["acs_redirect"]) == ("clear", False)
+    assert [e["status"] for e in pair["acs"]] == ["present"] * 3
+
+
+def unknown_bridge_config(kind):
+    """A PLX downstream port whose ACS state cannot be known, and the reason's start."""
+    if kind == "256":
+        return (bridge_config(0x10B5, 0x8747, 6, acs_ctl=0x0000).build(256),
+                "extended configuration space not readable: the config file has 256 bytes")
+    if kind == "loop":
+        return (ConfigSpace(0x10B5, 0x8747, 0x060400).add_pcie(0x68, 6).add_aer(0x100)
+                .add_acs(0x148, ctl=0).add_ext(0x200, 0x000B, next=0x148).build(),
+                "extended capability list loops: 0x200 points back to 0x148")
+    if kind == "below":
+        return (ConfigSpace(0x10B5, 0x8747, 0x060400).add_pcie(0x68, 6).add_aer(0x100, next=0x80).build(),
+                "extended capability at 0x100 points to 0x80, below 0x100")
+    raw = bytearray(bridge_config(0x10B5, 0x8747, 6, acs_ctl=0x0000).build())
+    raw[0x148:0x14C] = b"\xff\xff\xff\xff"
+    return bytes(raw), "extended capability header at 0x148 reads 0xffffffff"
+
+
+@pytest.mark.parametrize("kind", ["256", "loop", "below", "all-ones"])
+def test_path_through_an_unknown_bridge_is_never_clear(tmp_path, kind):
+    """Every other bridge reads ACSCtl 0: the one unknown bridge decides the verdict."""
+    tree = distance_tree(tmp_path, "PIX")[0]
+    for address in ("0000:00:01.0", "0000:02:08.0", "0000:02:10.0"):
+        with open(tree.abs("sys/bus/pci/devices/%s/config" % address), "wb") as handle:
+            handle.write(bridge_config(0x10B5, 0x8747, 6, acs_ctl=0x0000).build())
+    raw, reason = unknown_bridge_config(kind)
+    with open(tree.abs("sys/bus/pci/devices/0000:02:10.0/config"), "wb") as handle:
+        handle.write(raw)
+    pair = facts_of(tree)["pairs"][0]
+    acs = dict((e["address"], e) for e in pair["acs"])
+    assert acs["0000:02:10.0"]["status"] == "unknown" and acs["0000:02:10.0"]["reason"].startswith(reason)
+    assert acs["0000:02:10.0"]["readable"] is False and acs["0000:02:10.0"]["acs_ctl"] is None
+    assert pair["acs_redirect"] is False
+    assert pair["acs_verdict"] == "unknown"
+    assert pair["acs_verdict_reason"].startswith("ACS state unknown on 0000:02:10.0: " + reason)
+    # a redirecting bridge elsewhere on the path still makes it "redirect", naming the unknown one too
+    with open(tree.abs("sys/bus/pci/devices/0000:02:08.0/config"), "wb") as handle:
+        handle.write(bridge_config(0x10B5, 0x8747, 6, acs_ctl=0x005D).build())
+    pair = facts_of(tree)["pairs"][0]
+    assert pair["acs_verdict"] == "redirect" and "ACS state unknown on 0000:02:10.0" in pair["acs_verdict_reason"]
+
+
 def test_unprivileged_config_reads_mark_bridges_unreadable(tmp_path):
     tree = gpu_server(tmp_path)
     for dirpath, _dirs, files in os.walk(tree.abs("sys/devices")):
@@ -253,7 +309,10 @@ def test_unprivileged_config_reads_mark_bridges_unreadable(tmp_path):
     pix = [p for p in facts["pairs"] if p["nic"] == "mlx5_0"][0]
     assert [e["address"] for e in pix["acs"]] == pix["path"]  # nothing known: every bridge listed
     assert all(e["readable"] is False and e["acs_ctl"] is None and e["enabled_bits"] == [] for e in pix["acs"])
+    assert all(e["status"] == "unknown" and "become" in e["reason"] for e in pix["acs"])
     assert pix["acs_redirect"] is False
+    assert pix["acs_verdict"] == "unknown"  # nothing read: never "clear"
+    assert all(a in pix["acs_verdict_reason"] for a in pix["path"])
     assert pix["distance"] == "PIX"  # the topology does not need config space
     assert facts["gpus"][0]["port_type"] is None
 
