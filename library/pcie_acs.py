@@ -24,10 +24,20 @@ description:
     decoded bit names) and whether it changed. C(changed) is true only when a register changed (or
     would change, in check mode).
   - A selected bridge without an ACS capability is listed in C(skipped_bridges) with the reason C(no ACS capability);
-    that is not an error.
+    that is not an error. A conventional PCI bridge (no PCI Express capability, 256-byte config file)
+    has no extended configuration space and so no ACS; it is skipped the same way.
+  - A selected bridge whose ACS state cannot be known is listed in C(unknown_bridges) with the reason
+    (never as "no ACS capability"). That is a PCI Express bridge whose config file has only 256 bytes
+    (C(extended configuration space not readable), no usable MMCONFIG/ECAM), or an extended capability
+    list that loops, has a next pointer below 0x100 or beyond the bytes read, or a header reading
+    0xffffffff (device gone, read failed). The whole list is walked before any of it is trusted.
+    I(state=query) reports them; I(state=disabled) and I(state=enabled) fail naming each bridge, its
+    reason and what to do, and write nothing to any bridge (leave them out with I(exclude) to go on).
   - Clearing ACS weakens IOMMU isolation (peer-to-peer requests no longer pass the IOMMU). With
-    I(state=disabled) the module refuses to run while any PCI function is bound to C(vfio-pci)
-    (devices passed to virtual machines) unless I(force=true).
+    I(state=disabled) the module refuses to run while any PCI function is bound to a vfio driver
+    (C(vfio-pci) and its variants C(mlx5_vfio_pci), C(nvgrace_gpu_vfio_pci), C(hisi_acc_vfio_pci),
+    C(virtio_vfio_pci), in short any driver whose name contains C(vfio); devices passed to virtual machines
+    or user space) unless I(force=true).
   - The change lasts until the next reboot, when the kernel programs ACS again. The C(pcie_acs) role
     installs a boot-time unit that re-applies the same selection.
 version_added: "1.0.0"
@@ -103,7 +113,8 @@ options:
     default: 0x001d
   force:
     description:
-      - Clear ACS even when PCI functions are bound to C(vfio-pci). Only for hosts that pass
+      - Clear ACS even when PCI functions are bound to a vfio driver (C(vfio-pci), C(mlx5_vfio_pci), any
+        driver whose name contains C(vfio)). Only for hosts that pass
         devices to virtual machines and accept that those devices lose IOMMU isolation from their
         peers behind the same bridges.
     type: bool
@@ -119,8 +130,10 @@ attributes:
     support: full
     description: Computes the same report, with C(after) the value that would be written, and writes nothing.
   diff_mode:
-    support: none
-    description: The per-bridge C(before)/C(after) values are the diff.
+    support: full
+    description: Returns C(diff) with one line per selected bridge, C(<address> <vendor>:<device> ACSCtl <value>
+      (<bits>)), before and after (in check mode, the value that would be written); bridges whose ACS state
+      is unknown appear on both sides as C(ACSCtl unknown (<reason>)).
   platform:
     platforms: linux
     description: Linux sysfs.
@@ -258,11 +271,46 @@ skipped_bridges:
       description: PCI address.
       type: str
     reason:
-      description: C(no ACS capability), C(excluded), or C(not present in sysfs).
+      description: C(no ACS capability) (followed by C((conventional PCI function ...)) for a bridge without a
+        PCI Express capability), C(excluded), or C(not present in sysfs).
       type: str
   sample: [{"address": "0000:01:00.0", "reason": "no ACS capability"}]
+unknown_bridges:
+  description: Selected bridges whose ACS state cannot be known; only I(state=query) returns them
+    without failing (the other states fail, listing them in the failure result).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    address:
+      description: PCI address.
+      type: str
+    vendor_id:
+      description: PCI vendor id.
+      type: str
+    device_id:
+      description: PCI device id.
+      type: str
+    reason:
+      description: What was found where.
+      type: str
+  sample: [{"address": "0000:02:08.0", "vendor_id": "0x10b5", "device_id": "0x8747",
+            "reason": "extended capability list loops: 0x200 points back to 0x100"}]
+diff:
+  description: ACSCtl per selected bridge before and after, one line each (see I(diff_mode)).
+  returned: with C(--diff)
+  type: dict
+  contains:
+    before:
+      description: Lines before the task.
+      type: str
+      sample: "0000:02:08.0 10b5:8747 ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans)\n"
+    after:
+      description: Lines after the task, or as they would be in check mode.
+      type: str
+      sample: "0000:02:08.0 10b5:8747 ACSCtl 0x0000 (none)\n"
 vfio_devices:
-  description: PCI functions bound to vfio-pci.
+  description: PCI functions bound to a vfio driver (any driver whose name contains C(vfio)).
   returned: always
   type: list
   elements: str

@@ -834,33 +834,69 @@ def test_boot_script_clears_listed_bridges_via_capability_walk(tmp_path):
     assert all(" ECAP_ACS+0x6.w" in c for c in calls), calls  # never a numeric offset
     rc, out, calls = run_boot(tmp_path, tree, conf)
     assert rc == 0 and out.count("already clear") == 3
-    assert not any("=" in c.split()[-1] for c in calls)  # nothing written the second time
+    assert writes(calls) == []  # nothing written the second time
 
 
-def test_boot_script_leaves_changed_missing_and_acs_less_devices_alone(tmp_path):
+def writes(calls):
+    return [c for c in calls if "=" in c.split()[-1]]
+
+
+def test_boot_script_refuses_everything_when_ids_at_an_address_differ(tmp_path):
+    """Buses renumbered: the address now holds another device. Nothing is written anywhere,
+    the refusal is logged at priority err (<3>) and the unit fails."""
     tree = server(tmp_path)
     before = snapshot(tree)
     conf = ("0000:02:08.0 10b5:9999\n"       # another device sits at that address now
-            "0000:01:00.0 10b5:8747\n"       # no ACS capability: setpci refuses
+            "0000:02:18.0 10b5:8747\n")      # fine on its own
+    rc, out, calls = run_boot(tmp_path, tree, conf)
+    assert rc == 1 and snapshot(tree) == before and writes(calls) == []
+    assert ("<3>gpudirect-pcie-acs: 0000:02:08.0: expected the bridge 10b5:9999, found 10b5:8747 class 0x060400 "
+            "at that address") in out
+    assert "refusing to write ACS on any bridge" in out and "Re-run the Ansible role pcie_acs" in out
+    assert "<3>gpudirect-pcie-acs: 1 problem(s) in" in out and "nothing was written" in out
+
+
+def test_boot_script_refuses_a_non_bridge_with_the_listed_ids(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    rc, out, calls = run_boot(tmp_path, tree, "0000:02:00.1 10b5:87b0\n")  # PLX NT endpoint, class 0x068000
+    assert rc == 1 and snapshot(tree) == before and calls == []
+    assert "expected the bridge 10b5:87b0, found 10b5:87b0 class 0x068000" in out
+
+
+def test_boot_script_missing_acs_less_and_malformed_lines_write_nothing(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    conf = ("0000:01:00.0 10b5:8747\n"       # no ACS capability: setpci refuses
             "0000:7f:00.0 10b5:8747\n"       # gone
             "02:10.0 10b5:8747\n"            # malformed (no domain)
-            "0000:02:18.0 10b5:8747\n")      # fine
-    rc, out, _calls = run_boot(tmp_path, tree, conf)
-    assert rc == 1
-    assert changed_bytes(before, snapshot(tree)) == {PLX_DN_F24: [0xF2A]}
-    assert "0000:02:08.0 10b5:9999: cannot read ACSCtl" in out
-    assert "0000:01:00.0 10b5:8747: cannot read ACSCtl" in out and "not found" in out
-    assert "0000:7f:00.0 10b5:8747: not present" in out
+            "0000:02:18.0 10b5:8747\n")      # fine, but not written while the others are wrong
+    rc, out, calls = run_boot(tmp_path, tree, conf)
+    assert rc == 1 and snapshot(tree) == before and writes(calls) == []
+    assert "<3>gpudirect-pcie-acs: 0000:01:00.0 10b5:8747: cannot read ACSCtl" in out and "not found" in out
+    assert "<3>gpudirect-pcie-acs: 0000:7f:00.0 10b5:8747: no PCI function at that address" in out
     assert "malformed line '02:10.0 10b5:8747'" in out
-    assert "4 problem(s)" in out
+    assert "3 problem(s)" in out
 
 
-def test_boot_script_refuses_with_vfio_unless_forced(tmp_path):
+def test_boot_script_accepts_wide_domains(tmp_path):
+    """VMD and other firmware give domains wider than 4 digits (10000:e0:06.0)."""
+    t = SysfsTree(tmp_path / "root")
+    t.add_bridge("10000:e0:06.0", host="pci10000:e0", vendor=0x8086, device=0x2030, port_type=PORT_ROOT,
+                 acs_ctl=0x001D)
+    rc, out, _calls = run_boot(tmp_path, t, "10000:e0:06.0 8086:2030\n")
+    assert rc == 0, out
+    assert "10000:e0:06.0 8086:2030 ACSCtl 001d (SrcValid ReqRedir CmpltRedir UpstreamFwd) -> 0000 (none)" in out
+
+
+@pytest.mark.parametrize("driver", VFIO_DRIVERS)
+def test_boot_script_refuses_with_vfio_unless_forced(tmp_path, driver):
     tree = server(tmp_path)
-    bind_vfio(tree, NIC_F1)
+    bind_vfio(tree, NIC_F1, driver)
     before = snapshot(tree)
     rc, out, calls = run_boot(tmp_path, tree, "force=no\n0000:02:08.0 10b5:8747\n")
-    assert rc == 1 and "refusing" in out and NIC_F1 in out and calls == []
+    assert rc == 1 and calls == []
+    assert "<3>gpudirect-pcie-acs: refusing to clear ACS: %s (%s) bound to a vfio driver" % (NIC_F1, driver) in out
     assert snapshot(tree) == before
     rc, out, _calls = run_boot(tmp_path, tree, "force=yes\n0000:02:08.0 10b5:8747\n")
     assert rc == 0, out
