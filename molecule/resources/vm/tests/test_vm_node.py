@@ -108,6 +108,26 @@ def test_acs_cleared_on_included_root_port(host, root_port):
     assert ctl == "0000", f"ACS Control on {root_port} is {ctl}, expected cleared"
 
 
+def test_acs_boot_applier_refuses_an_address_whose_ids_differ(host, root_port):
+    """The boot applier addresses bridges by domain:bus:device.function and checks the ids
+    found there before writing: a list whose ids do not match (what a bus renumbering
+    leaves) writes nothing, logs at priority err and exits 1. Run on the real kernel with
+    the real setpci; the script is run directly (as the verifier user, root), with a scratch list."""
+    script = "/usr/local/sbin/gpudirect-pcie-acs"
+    if not host.file(script).exists:
+        pytest.skip("the boot applier is not installed (pcie_acs_persist off?)")
+    res = host.run(
+        "set -u; before=$(setpci -s %s ECAP_ACS+0x6.w); conf=$(mktemp); "
+        "printf '%%s ffff:0001\\n' %s > \"$conf\"; %s \"$conf\"; rc=$?; rm -f \"$conf\"; "
+        "echo \"rc=$rc before=$before after=$(setpci -s %s ECAP_ACS+0x6.w)\"",
+        root_port, root_port, script, root_port)
+    out = res.stdout
+    assert "<3>gpudirect-pcie-acs: %s: expected the bridge ffff:0001, found " % root_port in out, out
+    assert "nothing was written" in out, out
+    status = re.search(r"rc=(\d+) before=(\w+) after=(\w+)", out)
+    assert status and status.group(1) == "1" and status.group(2) == status.group(3), out
+
+
 # DOCA release -> exactly what its ofed_info -s prints (the stand-in repository prints the
 # real strings: 2.9.1 with its build suffix .0.200). The role wants 24.10-1.1.4 for 2.9.1
 # and must see this suffixed string as a match (the idempotence step then changes nothing).
