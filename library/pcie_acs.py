@@ -220,6 +220,13 @@ bridges:
       type: list
       elements: str
       sample: [SrcValid, TransBlk, ReqRedir, CmpltRedir, UpstreamFwd, DirectTrans]
+    topology:
+      description: Where the bridge sits, its sysfs device path below C(/sys/devices) (host bridge, then every
+        PCI function from the root port down to the bridge); null when it cannot be read. The boot-time
+        applier checks it, so that an identical switch port moved to this address by a renumbering is
+        not written.
+      type: str
+      sample: "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0"
     config_acs:
       description: This bridge's entry for the kernel parameter C(pci=config_acs=) (Linux 6.11 and later)
         that clears at boot every ACS feature the bridge implements; flags from bit 6 down to bit 0,
@@ -359,6 +366,7 @@ from ansible.module_utils.gpudirect_pci import (
     pci_device_dir,
     read_config,
     read_int,
+    resolve,
 )
 
 VENDOR_PLX = 0x10B5
@@ -378,6 +386,7 @@ BECOME_HINT = ("the kernel shows only the first 64 bytes of /sys/bus/pci/devices
                "users, so the ACS capability cannot be found: run the task with become: true")
 
 _SHORT_BDF_RE = re.compile(r"^[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_TOPOLOGY_RE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}(/[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])+$")
 
 
 class AcsError(Exception):
@@ -539,11 +548,25 @@ def validate_pairs(pairs):
 # planning and writing
 # --------------------------------------------------------------------------
 
+def topology_path(root, fn):
+    """Where the bridge sits: its sysfs device path below ``sys/devices`` (host bridge, then every
+    PCI function from the root port down to the bridge), or None when that cannot be read."""
+    try:
+        real = resolve(root, fn.devdir)
+    except (OSError, ValueError):
+        return None
+    marker = "/sys/devices/"
+    if marker not in real:
+        return None
+    path = real.split(marker, 1)[1]
+    return path if _TOPOLOGY_RE.match(path) and path.endswith("/" + fn.address) else None
+
+
 def config_path(fn):
     return os.path.join(fn.devdir, "config")
 
 
-def plan(functions, selected, reasons, state, acs_ctl):
+def plan(functions, selected, reasons, state, acs_ctl, root="/"):
     """Read every selected bridge and compute the target values. Nothing is written here, so a
     bridge whose configuration space cannot be read stops the run before any change.
     Returns ``(entries, skipped, unknown)``; ``unknown`` lists the bridges whose ACS state
@@ -583,6 +606,7 @@ def plan(functions, selected, reasons, state, acs_ctl):
             "acs_cap": hex16(cap),
             "acs_cap_bits": decode_acs_bits(cap),
             "config_acs": "%s@%s" % (config_acs_flags(cap), address),
+            "topology": topology_path(root, fn),
             "before_value": before,
             "target": target,
             "path": config_path(fn),
@@ -746,7 +770,7 @@ def run(params, check_mode, warn=None, diff=False):
                        % ", ".join("%s (%s)" % (a, functions[a].driver) for a in vfio),
                        vfio_devices=vfio, selected=selected)
 
-    entries, no_acs, unknown = plan(functions, selected, reasons, state, acs_ctl)
+    entries, no_acs, unknown = plan(functions, selected, reasons, state, acs_ctl, root)
     if unknown and state != "query":
         raise refuse_unknown(unknown, state)
     skipped = skipped + no_acs

@@ -879,6 +879,33 @@ def test_boot_script_missing_acs_less_and_malformed_lines_write_nothing(tmp_path
     assert "3 problem(s)" in out
 
 
+def test_report_records_where_each_bridge_sits(tmp_path):
+    result = run(server(tmp_path), check_mode=True)
+    assert dict((b["address"], b["topology"]) for b in result["bridges"]) == {
+        PLX_DN_148: "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0",
+        PLX_DN_2A0: "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0",
+        PLX_DN_F24: "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:18.0",
+        PEX89K: "pci0000:40/0000:40:02.0/0000:41:00.0"}
+
+
+def test_boot_script_refuses_an_identical_port_that_moved_to_the_address(tmp_path):
+    """Same address, same ids, another place in the tree (a renumbering put another switch's
+    identical port there): nothing is written."""
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    conf = ("0000:02:08.0 10b5:8747 pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0\n"
+            "0000:02:10.0 10b5:8747 pci0000:00/0000:00:03.0/0000:01:00.0/0000:02:10.0\n")
+    rc, out, calls = run_boot(tmp_path, tree, conf)
+    assert rc == 1 and snapshot(tree) == before and writes(calls) == []
+    assert ("<3>gpudirect-pcie-acs: 0000:02:10.0 10b5:8747: expected at pci0000:00/0000:00:03.0/0000:01:00.0/"
+            "0000:02:10.0, found at pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0") in out
+    rc, out, _calls = run_boot(tmp_path, tree, "0000:02:10.0 10b5:8747 pci0000:00/0000:00:01.0/0000:02:08.0\n")
+    assert rc == 1 and "malformed line" in out and snapshot(tree) == before  # path must end in the address
+    rc, out, _calls = run_boot(tmp_path, tree, conf.splitlines()[0] + "\n")
+    assert rc == 0, out
+    assert changed_bytes(before, snapshot(tree)) == {PLX_DN_148: [0x14E]}
+
+
 def test_boot_script_accepts_wide_domains(tmp_path):
     """VMD and other firmware give domains wider than 4 digits (10000:e0:06.0)."""
     t = SysfsTree(tmp_path / "root")
@@ -916,7 +943,8 @@ def test_boot_script_matches_the_role_template(tmp_path):
         ansible_managed="Ansible managed", __pcie_acs_script_path="/usr/local/sbin/gpudirect-pcie-acs",
         __pcie_acs_unit_name="gpudirect-pcie-acs.service", pcie_acs_mode="plx", pcie_acs_include=[],
         pcie_acs_exclude=[], pcie_acs_force=False, __pcie_acs_result=result)
-    assert "0000:02:10.0 10b5:8747\n" in text and "0000:41:00.0 1000:c030\n" in text
+    assert "0000:02:10.0 10b5:8747 pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0\n" in text
+    assert "0000:41:00.0 1000:c030 pci0000:40/0000:40:02.0/0000:41:00.0\n" in text
     before = snapshot(tree)
     rc, out, _calls = run_boot(tmp_path, tree, text)
     assert rc == 0, out
