@@ -13,6 +13,7 @@ description:
   - Only when every primary key of the file is pinned does it write O(dest) (atomically, C(changed) only when the
     content differs). On a mismatch it fails naming the fingerprints found, the pinned ones and the knob, and writes
     nothing.
+  - A binary key written to a O(dest) ending in C(.asc) is armoured first (apt reads C(*.asc) keyrings only armoured).
   - Runs on every play, so a key rotated on the server is fetched and checked again instead of being kept forever.
   - O(url) must be C(https://) or C(file:///); C(http://) only with O(allow_http).
 options:
@@ -82,7 +83,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-from ansible.module_utils.gpudirect_openpgp import normalise, primary_fingerprints
+from ansible.module_utils.gpudirect_openpgp import armor, is_armored, normalise, primary_fingerprints
 from ansible.module_utils.urls import fetch_url, open_url
 
 
@@ -125,6 +126,8 @@ def run(module):
                              "vendor rotated its key, check the new fingerprint against the vendor's published one and "
                              "add it to %s" % (params["url_knob"], url, ", ".join(unpinned), params["knob"],
                                                pinned, params["knob"]), **result)
+    if dest.endswith(".asc") and not is_armored(data):
+        data = armor(data)          # apt reads a signed-by file named *.asc only when it is armoured
     current = None
     if os.path.exists(dest):
         with open(dest, "rb") as handle:

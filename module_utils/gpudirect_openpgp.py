@@ -114,6 +114,30 @@ def primary_fingerprints(data):
     return found
 
 
+def _crc24(data):
+    """RFC 4880 6.1 armour checksum."""
+    crc = 0xB704CE
+    for byte in data:
+        crc ^= byte << 16
+        for _ in range(8):
+            crc <<= 1
+            if crc & 0x1000000:
+                crc ^= 0x1864CFB
+    return crc & 0xFFFFFF
+
+
+def armor(data):
+    """ASCII armour for binary key packets (apt reads a signed-by file ending in .asc only armoured)."""
+    body = base64.b64encode(data).decode("ascii")
+    lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+    checksum = base64.b64encode(_crc24(data).to_bytes(3, "big")).decode("ascii")
+    return ("%s\n\n%s\n=%s\n%s\n" % (_BEGIN.decode(), "\n".join(lines), checksum, _END.decode())).encode("ascii")
+
+
+def is_armored(data):
+    return _BEGIN in data
+
+
 def normalise(fingerprint):
     """Upper-case hex without blanks (fingerprints are often printed in groups of four)."""
     return "".join(str(fingerprint).split()).upper()

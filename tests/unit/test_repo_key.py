@@ -116,3 +116,22 @@ def test_short_key_id_is_not_a_pin(run_module, tmp_path):
     result = run_module(gpudirect_repo_key, _args(tmp_path, fingerprints=["A4B469963BF863CC"]))
     assert result["failed"] and "40 or 64 hex digits" in result["msg"]
     assert not (tmp_path / "keyrings").exists()
+
+
+def test_armour_round_trip_matches_gnupg_armour():
+    binary = _read("key-b-rsa3072.gpg")
+    armoured = pgp.armor(binary)
+    assert pgp.dearmor(armoured) == binary
+    assert pgp.primary_fingerprints(armoured) == [B]
+    # the checksum line is the one GnuPG writes for the same packets
+    gnupg_checksum = [ln for ln in _read("key-b-rsa3072-comment.asc").splitlines() if ln.startswith(b"=")]
+    assert pgp.dearmor(_read("key-b-rsa3072-comment.asc")) == binary
+    assert [ln for ln in armoured.splitlines() if ln.startswith(b"=")] == gnupg_checksum
+
+
+def test_binary_key_is_armoured_for_an_asc_keyring(run_module, tmp_path):
+    result = run_module(gpudirect_repo_key, _args(tmp_path, key="key-b-rsa3072.gpg", fingerprints=[B]))
+    written = (tmp_path / "keyrings" / "vendor.asc").read_bytes()
+    assert result["changed"] and written.startswith(b"-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    assert pgp.primary_fingerprints(written) == [B]
+    assert not run_module(gpudirect_repo_key, _args(tmp_path, key="key-b-rsa3072.gpg", fingerprints=[B]))["changed"]
