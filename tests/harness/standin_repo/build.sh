@@ -9,7 +9,7 @@
 #       public/repo/doca/<doca-ver>/debian12/x86_64/        flat repo: ./  (InRelease, Release[.gpg], Packages[.gz], *.deb)
 #       public/repo/mlnx_ofed/<ofed-ver>/debian12.5/x86_64/ flat repo: ./
 #       compute/cuda/repos/debian12/x86_64/                 flat repo: /   (+ <keyid>.pub, as the real site)
-#       keys/{doca,cuda}-archive-keyring.{gpg,asc}          binary + ASCII public keys
+#       keys/{doca,cuda}-archive-keyring.{gpg,asc,fpr}      binary + ASCII public keys, fingerprint
 #     keys/                          same public keys, for file:// use
 #     repo.env                       shell variables: paths, key ids, versions
 #     packages.txt                   package list with versions, per repo
@@ -183,6 +183,9 @@ gen_key() {   # gen_key NAME UID -> prints full fingerprint
   fpr=$(gpg --batch --with-colons --list-keys "$uid" 2>/dev/null | awk -F: '/^fpr:/{print $10; exit}')
   gpg --batch --export "$fpr" > "$work/keys/$name-archive-keyring.gpg"
   gpg --batch --armor --export "$fpr" > "$work/keys/$name-archive-keyring.asc"
+  # the fingerprint next to the key, for the test inventories' pinned-fingerprint knobs
+  # (mlnx_ofed_repo_key_fingerprints, nvidia_driver_repo_key_fingerprints)
+  echo "$fpr" > "$work/keys/$name-archive-keyring.fpr"
   echo "$fpr"
 }
 

@@ -11,6 +11,9 @@
 # http://10.0.2.2:PORT/. `start` prints shell-style lines (eval-able) with the
 # base URLs for the host and for VMs, the repo paths and the key URLs.
 # State: ${GPUDIRECT_CACHE:-$HOME/.cache/gpudirect-rdma}/standin-repo/serve-<port>.{pid,log}
+# Keys: serve-<port>.keys links to the served build's keys/ directory, where
+# {doca,cuda}-archive-keyring.fpr hold the keys' fingerprints; the test inventories
+# read them (lookup 'file') into the roles' pinned-fingerprint knobs.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -52,6 +55,9 @@ STANDIN_CUDA_KEY_URL_VM=$vm/$STANDIN_CUDA_KEY_PATH
 # binary keyrings for signed-by= (also under $host/keys/ and $vm/keys/)
 STANDIN_DOCA_KEYRING=$root/keys/doca-archive-keyring.gpg
 STANDIN_CUDA_KEYRING=$root/keys/cuda-archive-keyring.gpg
+# fingerprints of the keys (also in $root/keys/*.fpr and $cache_root/serve-$port.keys/)
+STANDIN_DOCA_KEY_FPR=$STANDIN_DOCA_KEY_FPR
+STANDIN_CUDA_KEY_FPR=$STANDIN_CUDA_KEY_FPR
 EOV
 }
 
@@ -61,6 +67,7 @@ case "$cmd" in
     if running; then
       if [[ "$(cat "$rootfile" 2>/dev/null)" == "$root" ]]; then
         log "already serving $root on 127.0.0.1:$port (pid $(cat "$pidfile"))"
+        ln -sfn "$root/keys" "$cache_root/serve-$port.keys"
         print_env "$root"; exit 0
       fi
       log "repository changed: restarting"
@@ -72,6 +79,7 @@ case "$cmd" in
       </dev/null >"$logfile" 2>&1 &
     echo $! > "$pidfile"
     echo "$root" > "$rootfile"
+    ln -sfn "$root/keys" "$cache_root/serve-$port.keys"
     for _ in $(seq 1 50); do
       if python3 - "$port" <<'PY' 2>/dev/null
 import sys, urllib.request
@@ -96,7 +104,7 @@ PY
       log "not running on port $port"
     fi
     if [[ -f "$rootfile" ]]; then rm -f "$(cat "$rootfile")/.serving"; fi
-    rm -f "$pidfile" "$rootfile"
+    rm -f "$pidfile" "$rootfile" "$cache_root/serve-$port.keys"
     ;;
   status)
     if running; then log "serving $(cat "$rootfile") on 127.0.0.1:$port (pid $(cat "$pidfile"))"; exit 0; fi
