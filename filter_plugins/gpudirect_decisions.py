@@ -17,6 +17,8 @@ Filters
 ``nvidia_driver_branch_check``
     Check a driver branch against the GPUs (before the first branch that lists
     them, after their last branch, not a known branch).
+``nvidia_fabricmanager_package`` / ``nvidia_fabricmanager_plan``
+    Fabric manager package per branch and distribution; whether the host has NVSwitches.
 ``nvidia_driver_version_parse``
     ``"580.95.05"`` -> ``{"branch": "580", "version": "580.95.05", "parts": [580, 95, 5]}``.
 ``nvidia_driver_plan``
@@ -89,6 +91,16 @@ def nvidia_driver_flavor(gpus, requested="auto", fallback="open"):
 def nvidia_driver_branch_check(branch, gpus=None, unlisted_ok=False):
     """Check a driver branch against the GPUs; see ``gpudirect_nvidia.check_branch``."""
     return _wrap(_NV.check_branch, branch, gpus, unlisted_ok)
+
+
+def nvidia_fabricmanager_package(branch, os_family, version=""):
+    """Fabric manager package name and install spec; see ``gpudirect_nvidia.fabricmanager_package``."""
+    return _wrap(_NV.fabricmanager_package, branch, os_family, version)
+
+
+def nvidia_fabricmanager_plan(bridges, wanted="auto"):
+    """Install and start the fabric manager or not, and why; see ``gpudirect_nvidia.fabricmanager_plan``."""
+    return _wrap(_NV.fabricmanager_plan, bridges, wanted)
 
 
 def nvidia_driver_version_parse(version):
@@ -440,6 +452,8 @@ class FilterModule:
             "nvidia_gpu_info": nvidia_gpu_info,
             "nvidia_driver_flavor": nvidia_driver_flavor,
             "nvidia_driver_branch_check": nvidia_driver_branch_check,
+            "nvidia_fabricmanager_package": nvidia_fabricmanager_package,
+            "nvidia_fabricmanager_plan": nvidia_fabricmanager_plan,
             "nvidia_driver_version_parse": nvidia_driver_version_parse,
             "nvidia_driver_plan": nvidia_driver_plan,
             "rdma_core_major": rdma_core_major,

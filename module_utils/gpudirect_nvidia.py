@@ -251,3 +251,102 @@ def check_branch(branch, gpus=None, unlisted_ok=False):
     if unchecked:
         reasons.append("branch not checked against %s (not in NVIDIA's supported-GPU data)" % _join(unchecked))
     return {"branch": text, "reasons": reasons}
+
+
+# --------------------------------------------------------------------------
+# Fabric manager
+# --------------------------------------------------------------------------
+
+# Package of the fabric manager per distribution family and branch. The fabric manager
+# refuses to start unless its version equals the driver's, so it is installed at the
+# driver's exact version and held/version-locked with it.
+# - Debian/Ubuntu (CUDA repository): branches before 580 ship nvidia-fabricmanager-<branch>
+#   (e.g. nvidia-fabricmanager-535 535.161.07-1, NVIDIA/apt-packaging-fabric-manager#3);
+#   from 580 the real package is nvidia-fabricmanager (580.65.06-1) and
+#   nvidia-fabricmanager-580 is only a virtual name it provides, which apt cannot install at a
+#   version ("Package nvidia-fabricmanager-580 is a virtual package provided by:
+#   nvidia-fabricmanager 580.65.06-1", NVIDIA/gpu-driver-container#451).
+# - EL (CUDA repository): nvidia-fabric-manager since the 2021 rename of nvidia-fabricmanager-<branch>
+#   (NVIDIA/yum-packaging-fabric-manager#1 and #2; aws/aws-parallelcluster#3066); from 580
+#   nvidia-fabricmanager-<version> (NVIDIA/gpu-driver-container#898, rhel10/install.sh for R580+).
+FABRICMANAGER_UNIFIED_BRANCH = 580
+
+
+def fabricmanager_package(branch, os_family, version=""):
+    """Fabric manager package for a driver branch on a distribution family.
+
+    :param branch: ``"580"``.
+    :param os_family: ``ansible_facts.os_family`` (``Debian`` or ``RedHat``).
+    :param version: exact driver version (``"580.95.05"``); empty: no version in ``spec``.
+    :returns: ``{"name", "spec", "source"}``: ``name`` to hold / version-lock and query,
+        ``spec`` to install (``name=580.95.05-*`` for apt, ``name-580.95.05`` for dnf).
+    :raises NvidiaDecisionError: on a branch that is not three digits or another family.
+    """
+    text = str(branch or "").strip()
+    if not re.fullmatch(r"\d{3}", text):
+        raise NvidiaDecisionError("nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
+                                  % (branch,))
+    unified = int(text) >= FABRICMANAGER_UNIFIED_BRANCH
+    version = str(version or "").strip()
+    if version and not re.fullmatch(r"%s(\.\d+){1,2}" % text, version):
+        raise NvidiaDecisionError("driver version %r is not a version of branch %s" % (version, text))
+    if os_family == "Debian":
+        name = "nvidia-fabricmanager" if unified else "nvidia-fabricmanager-" + text
+        spec = "%s=%s-*" % (name, version) if version else name
+        source = ("branch %s: %s (nvidia-fabricmanager-%s is only a virtual name)" % (text, name, text) if unified
+                  else "branch %s: %s" % (text, name))
+    elif os_family == "RedHat":
+        name = "nvidia-fabricmanager" if unified else "nvidia-fabric-manager"
+        spec = "%s-%s" % (name, version) if version else name
+        source = "branch %s on EL: %s" % (text, name)
+    else:
+        raise NvidiaDecisionError("no fabric manager package known for OS family %r (Debian and RedHat are)"
+                                  % (os_family,))
+    return {"name": name, "spec": spec, "source": source}
+
+
+def _bridge(item):
+    if isinstance(item, dict):
+        return norm_id(item.get("device_id")) or str(item.get("device_id")), item.get("address")
+    return None, str(item)
+
+
+def fabricmanager_plan(bridges, wanted="auto"):
+    """Decide whether the fabric manager is installed and started.
+
+    :param bridges: NVIDIA PCI functions of class 0x0680 (``nvswitches`` of the role's probe):
+        ``[{"address": "0000:07:00.0", "device_id": "0x22a3"}, ...]``.
+    :param wanted: ``nvidia_driver_fabricmanager``: ``auto``, true or false.
+    :returns: ``{"wanted": bool, "reason", "switches": [...], "other": [...]}``.
+    :raises NvidiaDecisionError: ``auto`` with a class-0x0680 NVIDIA function whose id is
+        neither a known NVSwitch nor a known GPU, naming the id, its address and the knob.
+    """
+    text = str(wanted).strip().lower()
+    if text not in ("auto", "true", "false"):
+        raise NvidiaDecisionError("nvidia_driver_fabricmanager must be auto, true or false, got %r" % (wanted,))
+    switches, gpus, unknown = [], [], []
+    for item in bridges or []:
+        device_id, address = _bridge(item)
+        label = "%s at %s" % (device_id or "unknown id", address)
+        if device_id in NVSWITCH_IDS:
+            switches.append("%s (%s)" % (label, NVSWITCH_IDS[device_id]))
+        elif device_id and gpu_info(device_id)["known"]:
+            gpus.append("%s (%s, a GPU)" % (label, gpu_info(device_id)["name"]))
+        else:
+            unknown.append(label)
+    out = {"switches": switches, "other": gpus + unknown}
+    if text == "true":
+        return dict(out, wanted=True, reason="nvidia_driver_fabricmanager is true")
+    if text == "false":
+        return dict(out, wanted=False, reason="nvidia_driver_fabricmanager is false: fabric manager skipped")
+    if unknown:
+        raise NvidiaDecisionError(
+            "nvidia_driver_fabricmanager: auto cannot tell whether %s (NVIDIA PCI class 0x0680) is an NVSwitch: "
+            "the id is neither a known NVSwitch (%s) nor a known GPU; set nvidia_driver_fabricmanager: true on "
+            "NVSwitch systems or false otherwise" % (", ".join(unknown), ", ".join(sorted(NVSWITCH_IDS))))
+    if switches:
+        return dict(out, wanted=True, reason="NVSwitch present: %s" % ", ".join(switches))
+    reason = "no NVSwitch on this host (no NVIDIA PCI function of class 0x0680 with an NVSwitch id)"
+    if gpus:
+        reason += "; %s" % ", ".join(gpus)
+    return dict(out, wanted=False, reason=reason + ": fabric manager skipped")
