@@ -12,7 +12,8 @@ Filters
     Parse the text of ``ofed_info -s`` (MLNX_OFED or DOCA-OFED) into a
     comparable version record.
 ``ofed_version_compare``
-    Compare two OFED versions; returns -1, 0 or 1.
+    Compare an installed OFED version with a wanted one by the toolkit's matching
+    rule (module_utils/gpudirect_versions.py); returns -1, 0 (matches) or 1.
 
 Every filter is a pure function of its arguments.  Input that cannot be
 understood raises ``AnsibleFilterError``; where the problem sits on one line,
@@ -39,9 +40,31 @@ Example::
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import sys
 
 from ansible.errors import AnsibleFilterError
+
+
+def _load_versions():
+    """The project's one version parser, module_utils/gpudirect_versions.py, loaded by path.
+
+    Ansible loads filter files by path, not as a package; the module is shared through
+    sys.modules so every filter file uses the same object.
+    """
+    name = "_gpudirect_module_utils_versions"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gpudirect_versions.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+_versions = _load_versions()
 
 # CSI escape sequences, e.g. the underline nvidia-smi puts around its header
 # ("\x1b[4m" ... "\x1b[0m") when it believes it writes to a terminal.
@@ -65,13 +88,6 @@ _NIC_LEGEND_TITLE = "NIC Legend:"
 _NIC_LEGEND_ENTRY = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*")
 _NOT_AVAILABLE = "N/A"
 
-_OFED_LINE = re.compile(
-    r"(?P<flavor>[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z][A-Za-z0-9_]*)*)"
-    r"-(?P<version>\d+\.\d+-\d+(?:\.\d+)*)"
-    r"(?:\s+\([^()]*\))?"
-    r"\s*:?"
-)
-_BARE_VERSION = re.compile(r"\d+\.\d+-\d+(?:\.\d+)*")
 
 _GOOD_CLASSES = frozenset({"PIX", "PXB"})
 _WARN_CLASSES = frozenset({"PHB"})
@@ -434,66 +450,30 @@ def gpudirect_distance_verdict(cls):
 
 
 def ofed_version(text):
-    """Parse the output of ``ofed_info -s``.
+    """Parse the output of ``ofed_info -s`` (``gpudirect_versions.parse_ofed_info_s``).
 
-    Handles the MLNX_OFED form (``MLNX_OFED_LINUX-5.8-3.0.7.0:``) and the
-    form printed by DOCA-OFED and internal builds
-    (``OFED-internal-24.10-1.1.4.0.200:``); the trailing colon is optional.
-    The version must have the shape ``<major>.<minor>-<n>[.<n>...]``; a bare
-    ``MLNX_OFED_LINUX-5.8`` is rejected.
-    Only the first non-blank line is read, so the full ``ofed_info`` output,
-    whose first line adds the upstream tag
-    (``MLNX_OFED_LINUX-4.5-1.0.1.0 (OFED-4.5-1.0.1):``), works as well.
+    Handles the MLNX_OFED form (``MLNX_OFED_LINUX-5.8-3.0.7.0:``) and the DOCA-OFED
+    form with or without its build suffix (``OFED-internal-24.10-1.1.4.0.200:``); the
+    trailing colon is optional; only the first non-blank line is read, so the full
+    ``ofed_info`` output (``MLNX_OFED_LINUX-4.5-1.0.1.0 (OFED-4.5-1.0.1):``) works too.
 
     :param text: the command's standard output.
-    :returns: ``{"flavor": "MLNX_OFED_LINUX", "version": "5.8-3.0.7.0",
-        "parts": [5, 8, 3, 0, 7, 0]}``.  ``parts`` are the numbers of the
-        version in order; MLNX_OFED and DOCA-OFED share one numbering
-        (5.x ... 23.x, 24.x, 25.x), so ``parts`` of either flavor compare as
-        Python/Jinja lists.  Use ``ofed_version_compare`` when the two
-        versions may have a different number of parts (it pads with zeros,
-        so ``4.7-3.2.9`` equals ``4.7-3.2.9.0``).
-    :raises AnsibleFilterError: on empty input or when the first non-blank
-        line is not an OFED version line (the message quotes it).
+    :returns: ``{"flavor": "OFED-internal", "version": "24.10-1.1.4.0.200",
+        "parts": [24, 10, 1, 1, 4, 0, 200]}``.
+    :raises AnsibleFilterError: on empty input or a first line that is no OFED
+        version line (the message quotes it).
     """
-    name = "ofed_version"
-    _require_text(name, text)
-    lineno, raw = next(
-        (number, line)
-        for number, line in enumerate(text.splitlines(), start=1)
-        if line.strip()
-    )
-    match = _OFED_LINE.fullmatch(_strip_ansi(raw).strip())
-    if not match:
-        raise _line_error(
-            name,
-            lineno,
-            "not an ofed_info version line "
-            "(expected e.g. MLNX_OFED_LINUX-5.8-3.0.7.0:)",
-            raw,
-        )
-    version = match.group("version")
-    return {
-        "flavor": match.group("flavor"),
-        "version": version,
-        "parts": _version_parts(version),
-    }
-
-
-def _version_parts(version):
-    """Split a dotted/dashed version into integers.
-
-    :param version: e.g. ``"24.10-1.1.4.0"``.
-    :returns: e.g. ``[24, 10, 1, 1, 4, 0]``.
-    """
-    return [int(part) for part in re.split(r"[.-]", version)]
+    try:
+        return _versions.parse_ofed_info_s(text)
+    except _versions.VersionError as error:
+        raise AnsibleFilterError("ofed_version: %s" % error) from None
 
 
 def _comparable_parts(value, side):
     """Turn one argument of ``ofed_version_compare`` into a list of integers.
 
     :param value: a dict returned by ``ofed_version``, a bare version string
-        such as ``"24.10-1.1.4.0"``, or raw ``ofed_info -s`` output.
+        such as ``"24.10-1.1.4.0"`` (``ofed_info -n``), or raw ``ofed_info -s`` output.
     :param side: ``"left"`` or ``"right"``, for error messages.
     :returns: the version's ``parts``.
     :raises AnsibleFilterError: if the value is none of the accepted forms.
@@ -510,36 +490,35 @@ def _comparable_parts(value, side):
             f"ofed_version_compare: {side} value is a dict without a list of "
             f"integers under 'parts': {value!r}"
         )
-    if isinstance(value, str) and _BARE_VERSION.fullmatch(value.strip()):
-        return _version_parts(value.strip())
     if isinstance(value, str):
-        return ofed_version(value)["parts"]
+        try:
+            return _versions.parse_ofed_any(value)["parts"]
+        except _versions.VersionError as error:
+            raise AnsibleFilterError(f"ofed_version_compare: {side} value: {error}") from None
     raise AnsibleFilterError(
         f"ofed_version_compare: {side} value must be an ofed_version result "
         f"or a string, got {value!r}"
     )
 
 
-def ofed_version_compare(left, right):
-    """Compare two OFED versions.
+def ofed_version_compare(installed, wanted):
+    """Compare an installed OFED version with a wanted one, by the toolkit's matching rule.
 
-    The flavor (MLNX_OFED_LINUX, OFED-internal) is ignored: only the numbers
-    count, the shorter list padded with zeros.
+    The flavor (MLNX_OFED_LINUX, OFED-internal) is ignored.  The installed numbers are
+    cut to the length of the wanted ones (missing ones count as 0) and compared:
+    ``OFED-internal-24.10-1.1.4.0.200:`` against ``24.10-1.1.4`` is 0 (it IS that
+    release, with DOCA's build suffix); against ``24.10-1.1.5`` it is -1.  The rule is
+    ``gpudirect_versions.compare_wanted``, the one ``mlnx_ofed_action`` decides with.
 
     Example: ``ofed_info_out.stdout | ofed_version_compare('5.8-3.0.7.0') >= 0``.
 
-    :param left: an ``ofed_version`` result, a bare version (``"5.8-3.0.7.0"``)
+    :param installed: an ``ofed_version`` result, a bare version (``"5.8-3.0.7.0"``)
         or raw ``ofed_info -s`` output.
-    :param right: same forms as ``left``.
-    :returns: -1 if ``left`` is older, 0 if equal, 1 if newer than ``right``.
+    :param wanted: same forms.
+    :returns: -1 if ``installed`` is older, 0 if it matches, 1 if newer than ``wanted``.
     :raises AnsibleFilterError: if either side cannot be read as a version.
     """
-    left_parts = _comparable_parts(left, "left")
-    right_parts = _comparable_parts(right, "right")
-    width = max(len(left_parts), len(right_parts))
-    left_parts = left_parts + [0] * (width - len(left_parts))
-    right_parts = right_parts + [0] * (width - len(right_parts))
-    return (left_parts > right_parts) - (left_parts < right_parts)
+    return _versions.compare_wanted(_comparable_parts(installed, "left"), _comparable_parts(wanted, "right"))
 
 
 class FilterModule:

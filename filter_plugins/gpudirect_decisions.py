@@ -43,6 +43,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -67,8 +68,6 @@ def _load_module_util(name):
 
 _NV = _load_module_util("gpudirect_nvidia")
 KNOWN_BRANCHES = _NV.KNOWN_BRANCHES
-
-_DRIVER_VERSION = re.compile(r"^(\d{3})(?:\.(\d+))?(?:\.(\d+))?$")
 
 
 def _wrap(func, *args):
@@ -103,21 +102,40 @@ def nvidia_fabricmanager_plan(bridges, wanted="auto"):
     return _wrap(_NV.fabricmanager_plan, bridges, wanted)
 
 
-def nvidia_driver_version_parse(version):
-    """Parse a driver version.
+def _load_versions():
+    """module_utils/gpudirect_versions.py, the project's one version parser, loaded by path
+    (Ansible loads filter files by path, not as a package); shared through sys.modules."""
+    name = "_gpudirect_module_utils_versions"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gpudirect_versions.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
 
-    :param version: ``"580.95.05"``, ``"580"``; None or "" for none.
+
+_versions = _load_versions()
+
+
+def _parse(parser, value, knob):
+    """Run one gpudirect_versions parser; its error becomes an AnsibleFilterError naming ``knob``."""
+    try:
+        return parser(value)
+    except _versions.VersionError as error:
+        raise AnsibleFilterError("%s: %s" % (knob, error)) from None
+
+
+def nvidia_driver_version_parse(version):
+    """Parse a driver version (``gpudirect_versions.parse_driver_version``).
+
+    :param version: ``"580.95.05"``, ``"550.54"``; None or "" for none.
     :returns: ``{"version", "branch", "parts"}`` or None for no version.
-    :raises AnsibleFilterError: on text that is no driver version.
+    :raises AnsibleFilterError: on text that is no driver version of two or three parts.
     """
     if version in (None, ""):
         return None
-    text = str(version).strip()
-    match = _DRIVER_VERSION.match(text)
-    if not match:
-        raise AnsibleFilterError("not an NVIDIA driver version: %r" % (version,))
-    return {"version": text, "branch": match.group(1),
-            "parts": [int(p) for p in match.groups() if p is not None]}
+    return _parse(_versions.parse_driver_version, str(version).strip(), "nvidia_driver_version_parse")
 
 
 # DKMS package of each flavour (Debian family); on EL the version comes from nvidia-driver
@@ -125,9 +143,16 @@ DKMS_PACKAGES = {"open": "nvidia-kernel-open-dkms", "proprietary": "nvidia-kerne
 
 
 def _package_version(text):
-    """``"1:580.95.05-1ubuntu1"`` -> ``"580.95.05"`` (epoch and revision dropped)."""
-    text = re.sub(r"^\d+:", "", str(text or "").strip())
-    return re.sub(r"-[^-]*$", "", text)
+    """``"1:580.95.05-1ubuntu1"`` -> ``"580.95.05"``: the upstream part of a package version; "" for none."""
+    if not str(text or "").strip():
+        return ""
+    return _parse(_versions.parse_package_version, str(text), "installed NVIDIA driver package version")["upstream"]
+
+
+def _driver_matches(installed, wanted):
+    """Is the installed driver the wanted one?  ``nvidia_driver_version`` is an exact version
+    (the role pins ``<version>-*``), so every number must be equal (``580.95.05`` == ``580.95.5``)."""
+    return _versions.numbers(installed) == _versions.numbers(wanted)
 
 
 def _matches(version, flavor, branch, wanted_version, wanted_flavor):
@@ -135,7 +160,7 @@ def _matches(version, flavor, branch, wanted_version, wanted_flavor):
     diffs = []
     if str(version).split(".")[0] != branch:
         diffs.append("branch %s installed, %s wanted" % (str(version).split(".")[0] or "unknown", branch))
-    elif wanted_version and version != wanted_version:
+    elif wanted_version and not _driver_matches(version, wanted_version):
         diffs.append("version %s installed, %s wanted" % (version, wanted_version))
     if flavor != wanted_flavor:
         diffs.append("flavour %s installed, %s wanted" % (flavor or "unknown", wanted_flavor))
@@ -233,18 +258,21 @@ def nvidia_driver_plan(probe, branch, version="", flavor="open", dkms_packages=N
 def rdma_core_major(version):
     """Upstream rdma-core major version from a package version.
 
-    :param version: Debian/RPM version, e.g. ``"44.0-2"``, ``"1:50.0-1"``, or the
+    :param version: Debian/RPM version, e.g. ``"50.0-2ubuntu0.2"``, ``"1:50.0-1"``, or the
         MLNX/DOCA form ``"2410mlnx54-1.2410068"`` (based on upstream 54).
-    :returns: int, or None when empty or unreadable.
+    :returns: int, or None when empty (not installed).
+    :raises AnsibleFilterError: on text that is no package version.
     """
-    text = str(version or "").strip()
-    text = re.sub(r"^\d+:", "", text)
-    match = re.match(r"^\d+mlnx(\d+)", text) or re.match(r"^(\d+)(?:[.\-~+]|$)", text)
-    return int(match.group(1)) if match else None
+    if not str(version or "").strip():
+        return None
+    upstream = _parse(_versions.parse_package_version, str(version), "rdma-core package version")["upstream"]
+    match = re.match(r"\d+mlnx(\d+)", upstream) or re.match(r"(\d+)", upstream)
+    return int(match.group(1))
 
 
 def _version_tuple(text):
-    return tuple(int(p) for p in re.findall(r"\d+", str(text or "")))
+    """The numbers of a version (driver, kernel) for ``>=`` checks; () for none."""
+    return tuple(_versions.numbers(text or ""))
 
 
 def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=None, ofed=None, libibverbs=None):
@@ -389,27 +417,14 @@ def mlnx_ofed_installer_message(rc):
         code, INSTALLER_CODES.get(code, "unknown exit status; read the installer output and its log directory"))
 
 
-def _ofed_version_text(value):
-    text = str(value or "").strip().splitlines()
-    if not text:
-        return None, None
-    match = re.search(r"([A-Za-z][A-Za-z0-9_-]*?)-(\d+\.\d+-\d+(?:\.\d+)*)", text[0])
-    if match:
-        return match.group(1), match.group(2)
-    match = re.search(r"\d+\.\d+-\d+(?:\.\d+)*", text[0])
-    return (None, match.group(0)) if match else (None, None)
-
-
-def _cmp(left, right):
-    lp, rp = list(_version_tuple(left)), list(_version_tuple(right))
-    width = max(len(lp), len(rp))
-    lp += [0] * (width - len(lp))
-    rp += [0] * (width - len(rp))
-    return (lp > rp) - (lp < rp)
-
-
 def mlnx_ofed_action(installed, method, wanted_version=""):
     """What to do with the OFED stack.
+
+    The installed version matches the wanted one by ``gpudirect_versions.compare_wanted``:
+    the installed numbers cut to the wanted ones' length, so DOCA-OFED's build suffix
+    (``OFED-internal-24.10-1.1.4.0.200:`` for ``24.10-1.1.4``) matches, while
+    ``24.10-1.1.40`` does not.  The role's post-install check calls this filter on
+    ``ofed_info -s`` again and requires ``none``: one rule for both.
 
     :param installed: ``ofed_info -s`` output ("" when ofed_info is missing).
     :param method: ``mlnx_ofed_method``: doca, mlnx_ofed_tarball, inbox.
@@ -417,8 +432,14 @@ def mlnx_ofed_action(installed, method, wanted_version=""):
     :returns: ``{"action", "installed_flavor", "installed_version", "wanted_version", "message"}``;
         ``action`` is ``none``, ``install``, ``upgrade``, ``downgrade``, ``replace`` (other stack
         flavour) or ``remove`` (inbox wanted, OFED present).
+    :raises AnsibleFilterError: when ``installed`` is not ``ofed_info -s`` output, or
+        ``wanted_version`` is no OFED version (naming ``mlnx_ofed_version``).
     """
-    flavor, version = _ofed_version_text(installed)
+    flavor = version = None
+    parts = []
+    if str(installed or "").strip():
+        found = _parse(_versions.parse_ofed_info_s, str(installed), "ofed_info -s on the host")
+        flavor, version, parts = found["flavor"], found["version"], found["parts"]
     wanted = str(wanted_version or "").strip()
     base = {"installed_flavor": flavor, "installed_version": version, "wanted_version": wanted or None}
     if method == "inbox":
@@ -429,16 +450,17 @@ def mlnx_ofed_action(installed, method, wanted_version=""):
     if not wanted:
         raise AnsibleFilterError("mlnx_ofed_version: the OFED version to expect from ofed_info -s is unknown for "
                                  "this release; set it (e.g. 24.10-1.1.4)")
+    wanted_parts = _parse(_versions.parse_ofed_info_n, wanted, "mlnx_ofed_version")["parts"]
     if not version:
         return dict(base, action="install", message="no OFED stack installed; installing %s" % wanted)
     want_flavor = "OFED-internal" if method == "doca" else "MLNX_OFED_LINUX"
-    cmp = _cmp(version, wanted)
-    if flavor and flavor != want_flavor and flavor in ("OFED-internal", "MLNX_OFED_LINUX"):
+    if flavor != want_flavor and flavor in ("OFED-internal", "MLNX_OFED_LINUX"):
         return dict(base, action="replace",
                     message="%s %s installed, %s %s wanted (%s): the old stack is removed first"
                     % (flavor, version, want_flavor, wanted, method))
+    cmp = _versions.compare_wanted(parts, wanted_parts)
     if cmp == 0:
-        return dict(base, action="none", message="%s %s installed, as wanted" % (flavor, version))
+        return dict(base, action="none", message="%s %s installed, matches %s" % (flavor, version, wanted))
     action = "upgrade" if cmp < 0 else "downgrade"
     return dict(base, action=action, message="%s %s installed, %s wanted: %s" % (flavor, version, wanted, action))
 

@@ -23,7 +23,17 @@ def _load_sibling(name):
     return module
 
 
+def _load_module_util(name):
+    """Import one of the project's module_utils by path (ONE implementation of each decision)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py")
+    spec = importlib.util.spec_from_file_location("_gpudirect_module_utils_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 gpudirect_distance_verdict = _load_sibling("gpudirect").gpudirect_distance_verdict
+_limits = _load_module_util("gpudirect_limits")
 
 DISTANCE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
@@ -47,16 +57,29 @@ def _acs_enabled(pair):
     return [b for b in pair.get("acs") or [] if b.get("readable", True) and b.get("acs_ctl")]
 
 
-def gpudirect_findings(facts, max_distance="SYS"):
+def _reasons(reboot_reasons):
+    if reboot_reasons is None:
+        return []
+    if isinstance(reboot_reasons, str) or not isinstance(reboot_reasons, (list, tuple)):
+        raise AnsibleFilterError("reboot_reasons must be a list of strings (gpudirect_reboot_reasons), got %r"
+                                 % (reboot_reasons,))
+    return [str(r) for r in reboot_reasons]
+
+
+def gpudirect_findings(facts, max_distance="SYS", reboot_reasons=None):
     """List what stands between this host and working GPUDirect RDMA.
 
     Each finding is ``{"severity": "fatal"|"bad"|"warn"|"info", "check": name,
     "message": text}``. ``fatal`` means no later stage can fix it; ``bad`` means
     verification is expected to fail or underperform until an admin acts.
     ``max_distance`` is the farthest distance class accepted for the closest pair.
+    ``reboot_reasons`` are the reboots this run's stages asked for and did not get
+    (``gpudirect_reboot_reasons`` after the reboot stage): what they changed takes
+    effect only after it, which the facts of the running system cannot show.
     """
     facts = facts or {}
     _distance_rank(max_distance)
+    run_reasons = _reasons(reboot_reasons)
     findings = []
 
     def add(severity, check, message):
@@ -96,19 +119,19 @@ def gpudirect_findings(facts, max_distance="SYS"):
                     % (dev.get("name"), num, port.get("state"), port.get("phys_state")))
 
     kernel = facts.get("kernel") or {}
-    if kernel.get("reboot_pending"):
-        add("warn", "kernel", "reboot pending: %s" % "; ".join(kernel.get("reboot_reasons") or
-                                                              ["default boot kernel differs from running"]))
+    if kernel.get("reboot_pending") or run_reasons:
+        reasons = list(kernel.get("reboot_reasons") or []) if kernel.get("reboot_pending") else []
+        reasons += [r for r in run_reasons if r not in reasons]
+        add("warn", "kernel", "reboot pending: %s; the lines above show the running system, not what "
+                              "the next boot gets" % "; ".join(reasons or ["default boot kernel differs from running"]))
 
     oops = (facts.get("kernel_oops") or {})
     if oops.get("lines"):
         add("bad", "kernel_log", "kernel log reports driver faults since boot (first: %s)" % oops["lines"][0])
 
-    memlock = facts.get("memlock") or {}
-    if memlock and memlock.get("soft") != "unlimited":
-        add("warn", "memlock",
-            "memlock soft limit is %s: ibv_reg_mr / ibv_create_qp fail for large buffers; the host "
-            "prerequisites set it to unlimited" % memlock.get("soft"))
+    # judged on what a job gets (new logins, new services), not on the surveying session
+    for severity, message in _limits.memlock_findings(facts.get("memlock")):
+        add(severity, "memlock", message)
 
     for warning in facts.get("warnings") or []:
         add("info", "facts", warning)
@@ -126,29 +149,42 @@ def _fmt_link(link):
                             one(link.get("max_speed_gts"), link.get("max_width")))
 
 
-def gpudirect_preflight_report(facts, host="", max_distance="SYS"):
-    """Render the facts as a list of lines: one readable table per host."""
+def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reasons=None):
+    """Render the facts as a list of lines: one readable table per host.
+
+    Every line describes the running system (loaded modules, booted command line,
+    live ACS registers). ``reboot_reasons`` (``gpudirect_reboot_reasons``: reboots
+    this run asked for and did not get) adds a line saying so, and the lines a
+    reboot changes are marked as read before it.
+    """
     facts = facts or {}
+    run_reasons = _reasons(reboot_reasons)
     lines = ["GPUDirect RDMA: %s" % host if host else "GPUDirect RDMA"]
 
     kernel = facts.get("kernel") or {}
+    pending = bool(kernel.get("reboot_pending") or run_reasons)
+    before = " (before the pending reboot)" if pending else ""
     lines.append("  kernel     running %s, default boot %s%s" % (
         kernel.get("running"), kernel.get("default") or "unknown",
-        ", REBOOT PENDING" if kernel.get("reboot_pending") else ""))
+        ", REBOOT PENDING" if pending else ""))
+    if run_reasons:
+        lines.append("  reboot     asked for by this run, not done: %s" % "; ".join(run_reasons))
 
     drv = facts.get("nvidia_driver") or {}
-    lines.append("  driver     %s" % ("nvidia %s (%s kernel module)" % (drv.get("version"), drv.get("flavor"))
-                                      if drv.get("loaded") else "nvidia kernel module not loaded"))
+    lines.append("  driver     %s%s" % ("loaded nvidia %s (%s kernel module)" % (drv.get("version"), drv.get("flavor"))
+                                        if drv.get("loaded") else "nvidia kernel module not loaded", before))
     peer = facts.get("peermem") or {}
     dmabuf = facts.get("dmabuf") or {}
-    lines.append("  peer mem   nvidia_peermem %s, nv_peer_mem %s, dma-buf prerequisites %s" % (
+    lines.append("  peer mem   nvidia_peermem %s, nv_peer_mem %s, dma-buf prerequisites %s%s" % (
         "loaded" if peer.get("nvidia_peermem") else "not loaded",
         "loaded" if peer.get("nv_peer_mem") else "not loaded",
-        "met" if dmabuf.get("kernel_ok") and dmabuf.get("open_module") else "not met"))
+        "met" if dmabuf.get("kernel_ok") and dmabuf.get("open_module") else "not met", before))
     iommu = facts.get("iommu") or {}
-    memlock = facts.get("memlock") or {}
-    lines.append("  iommu      %s; memlock soft %s, hard %s" % (
-        iommu.get("mode", "unknown"), memlock.get("soft"), memlock.get("hard")))
+    lines.append("  iommu      %s%s" % (iommu.get("mode", "unknown"),
+                                       " (as booted; the command line changes at the pending reboot)"
+                                       if pending else ""))
+    for n, text in enumerate(_limits.memlock_lines(facts.get("memlock"))):
+        lines.append("  %-10s %s" % ("memlock" if n == 0 else "", text))
 
     gpus = facts.get("gpus") or []
     lines.append("  GPUs       %d" % len(gpus))
@@ -183,7 +219,7 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS"):
         lines.append("  GPU/NIC pairs: none (%s)" % (
             "no GPU" if not gpus else "no RDMA device" if not nics else "no pair"))
 
-    findings = gpudirect_findings(facts, max_distance)
+    findings = gpudirect_findings(facts, max_distance, run_reasons)
     lines.append("  findings   %s" % ("none" if not findings else len(findings)))
     for f in findings:
         lines.append("    %-5s %-10s %s" % (f["severity"].upper(), f["check"], f["message"]))

@@ -65,8 +65,12 @@ attributes:
     description: Linux sysfs and procfs.
 notes:
   - C(changed) is always false.
-  - C(memlock) is the limit of the module process (the Ansible session), which can
-    differ from the limit of a service or of a login shell.
+  - C(memlock) reports what RDMA jobs get, not the limit of the module process.
+    C(memlock.login) is what pam_limits gives a new login session of an ordinary user
+    (limits.conf and limits.d with pam_limits' precedence), C(memlock.service) what a
+    unit started now gets (C(systemctl show DefaultLimitMEMLOCK)). The module
+    process (the Ansible session, usually root, which C(*) does not cover) is
+    C(memlock.session).
   - Distance classes follow the C(nvidia-smi topo -m) legend; NVLink is not considered.
 requirements:
   - Linux with sysfs mounted at C(<root>/sys).
@@ -494,16 +498,17 @@ ansible_facts:
               type: list
               elements: str
         memlock:
-          description: RLIMIT_MEMLOCK of the module process.
+          description: Locked-memory limits. C(soft), C(hard), C(soft_bytes) and C(hard_bytes) are
+            RLIMIT_MEMLOCK of the module process, as in C(session) (kept for older readers).
           returned: always
           type: dict
           contains:
             soft:
-              description: Soft limit, C(unlimited) or a byte count.
+              description: Soft limit of the module process, C(unlimited) or a byte count.
               type: str
               sample: unlimited
             hard:
-              description: Hard limit, C(unlimited) or a byte count.
+              description: Hard limit of the module process, C(unlimited) or a byte count.
               type: str
               sample: unlimited
             soft_bytes:
@@ -512,6 +517,40 @@ ansible_facts:
             hard_bytes:
               description: Hard limit in bytes, null when unlimited.
               type: int
+            session:
+              description: The module process (the Ansible session) with its uid; a session opened
+                before a change keeps its old limit, and root is outside pam_limits' C(*) domain.
+              type: dict
+              sample: {"soft": "257548288", "hard": "257548288", "soft_bytes": 257548288,
+                       "hard_bytes": 257548288, "uid": 0}
+            login:
+              description: What pam_limits gives a new login session (ssh, su, runuser) of an
+                ordinary user, from limits.conf and limits.d; C(domains) evaluates each user or
+                C(@group) named in a memlock entry. Null when the files could not be read
+                (C(login_reason) says why).
+              type: dict
+              sample: {"soft": "unlimited", "hard": "unlimited", "soft_bytes": null, "hard_bytes": null,
+                       "soft_source": "/etc/security/limits.d/90-gpudirect-memlock.conf:4 *",
+                       "hard_source": "/etc/security/limits.d/90-gpudirect-memlock.conf:5 *",
+                       "stopped_by": null, "base_source": "PID 1: 257548288/257548288", "domains": []}
+            service:
+              description: What a unit started now gets (C(systemctl show -p DefaultLimitMEMLOCK
+                -p DefaultLimitMEMLOCKSoft)); C(configured) is what system.conf and its drop-ins set
+                and C(pending_reexec) whether the manager has not read it yet. Null without systemd
+                or off a live root (C(service_reason) says why).
+              type: dict
+              sample: {"soft": "unlimited", "hard": "unlimited", "soft_bytes": null, "hard_bytes": null,
+                       "source": "systemctl show DefaultLimitMEMLOCK", "pending_reexec": false,
+                       "configured": {"soft": "unlimited", "hard": "unlimited",
+                                      "source": "/etc/systemd/system.conf.d/90-gpudirect-memlock.conf:4"}}
+            login_reason:
+              description: Why C(login) is null; null when it is not.
+              type: str
+            service_reason:
+              description: Why C(service) is null (no systemctl, root is not /, systemctl failed);
+                null when it is not.
+              type: str
+              sample: "systemctl not found"
         kernel_oops:
           description: Driver faults in the kernel log (Oops, Xid, NVRM ... failed).
           returned: always
@@ -581,6 +620,17 @@ from ansible.module_utils.gpudirect_pci import (
     union_path,
 )
 from ansible.module_utils.gpudirect_kernel import C_LOCALE, default_boot_kernel, running_kernel
+from ansible.module_utils.gpudirect_limits import (
+    configured_manager_memlock,
+    login_memlock,
+    parse_proc_limits,
+    parse_systemctl_show,
+    read_limits,
+    service_memlock,
+    read_systemd_conf,
+    show_limit,
+)
+from ansible.module_utils.gpudirect_versions import VersionError, parse_proc_driver_version
 
 MAX_OOPS_LINES = 20
 OOPS_RE = re.compile(r"Oops|Xid|NVRM:.*failed")
@@ -594,20 +644,18 @@ PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem", "gdrdrv", "ib_core")
 # --------------------------------------------------------------------------
 
 def parse_nvidia_version(text):
-    """``/proc/driver/nvidia/version`` -> ``{loaded, version, flavor}``."""
-    result = {"loaded": False, "version": None, "flavor": None}
+    """``/proc/driver/nvidia/version`` -> ``{loaded, version, flavor}`` (gpudirect_versions' parser).
+
+    A file that exists but has no recognised ``NVRM version:`` line is loaded with
+    version and flavour None (the caller warns).
+    """
     if text is None:
-        return result
-    result["loaded"] = True
-    for line in text.splitlines():
-        if "Kernel Module" not in line:
-            continue
-        match = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)", line)
-        if match:
-            result["version"] = match.group(1)
-        result["flavor"] = "open" if "Open Kernel Module" in line else "proprietary"
-        break
-    return result
+        return {"loaded": False, "version": None, "flavor": None}
+    try:
+        found = parse_proc_driver_version(text)
+    except VersionError:
+        return {"loaded": True, "version": None, "flavor": None}
+    return {"loaded": True, "version": found["version"], "flavor": found["flavor"]}
 
 
 def parse_sysfs_state(text):
@@ -962,6 +1010,41 @@ class Collector(object):
         return {"running": running, "default": default, "default_source": source,
                 "reboot_pending": bool(reasons), "reboot_reasons": reasons}
 
+    # memlock ---------------------------------------------------------------
+    def memlock(self):
+        """The module process's limit (``session``), what a new login gets (``login``) and what a
+        unit started now gets (``service``); see module_utils/gpudirect_limits.py."""
+        out = memlock_limits()
+        out["session"] = dict(out, uid=os.getuid())
+        out["login_reason"] = None
+        try:
+            base = parse_proc_limits(read_text(self.path("proc/1/limits")))
+            base_source = None if base is None else "PID 1: %s/%s" % (show_limit(base[0]), show_limit(base[1]))
+            out["login"] = login_memlock(read_limits(self.root), base or (None, None), base_source)
+        except Exception as exc:
+            out["login"], out["login_reason"] = None, "%s: %s" % (type(exc).__name__, exc)
+            self.warn("memlock: limits.conf/limits.d could not be read (%s)" % out["login_reason"])
+        out["service"], out["service_reason"] = self.service_memlock()
+        return out
+
+    def service_memlock(self):
+        systemctl, why = self._probe_binary(True, "", "systemctl",
+                                            "the systemd manager of this host does not describe the tree")
+        if not systemctl:
+            return None, why
+        if not os.path.isdir(self.path("run/systemd/system")):
+            return None, "systemd is not the init system (no /run/systemd/system)"
+        rc, stdout, stderr = self._run([systemctl, "show", "-p", "DefaultLimitMEMLOCK",
+                                        "-p", "DefaultLimitMEMLOCKSoft"])
+        if rc != 0:
+            return None, "systemctl show failed (rc=%s): %s" % (rc, " ".join((stderr or stdout or "").split())[:200])
+        try:
+            configured = configured_manager_memlock(read_systemd_conf(self.root))
+            return service_memlock(parse_systemctl_show(stdout), configured), None
+        except ValueError as exc:
+            self.warn("memlock: %s" % exc)
+            return None, str(exc)
+
     # live probes -------------------------------------------------------------
     def _probe_binary(self, enabled, option, name, what):
         """The path of a live probe's binary, or (None, why the probe does not run)."""
@@ -1043,8 +1126,10 @@ class Collector(object):
             "dmabuf": self.section("dmabuf", lambda: self.dmabuf(kernel, driver),
                                    {"kernel_ok": None, "open_module": False, "config_dma_shared_buffer": None}),
             "kernel": kernel,
-            "memlock": self.section("memlock", memlock_limits,
-                                    {"soft": None, "hard": None, "soft_bytes": None, "hard_bytes": None}),
+            "memlock": self.section("memlock", self.memlock,
+                                    {"soft": None, "hard": None, "soft_bytes": None, "hard_bytes": None,
+                                     "session": None, "login": None, "service": None,
+                                     "login_reason": "error", "service_reason": "error"}),
             "kernel_oops": self.section("kernel_oops", self.kernel_oops,
                                         {"available": False, "reason": "error", "matches": 0, "lines": []}),
             "nvidia_smi": smi,

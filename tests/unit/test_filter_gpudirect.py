@@ -591,7 +591,11 @@ def test_ofed_parts_compare_as_lists():
         ("OFED-internal-24.10-1.1.4:", "MLNX_OFED_LINUX-5.8-3.0.7.0:", 1),
         ("MLNX_OFED_LINUX-5.8-3.0.7.0:", "5.8-3.0.7.0", 0),
         ("OFED-internal-4.7-3.2.9", "MLNX_OFED_LINUX-4.7-3.2.9.0:", 0),
-        ("OFED-internal-24.10-1.1.4.0.200:", "24.10-1.1.4.0", 1),
+        # the build suffix of DOCA 2.9.1 is finer than the wanted version: a match
+        ("OFED-internal-24.10-1.1.4.0.200:", "24.10-1.1.4.0", 0),
+        ("OFED-internal-24.10-1.1.4.0.200:", "24.10-1.1.4", 0),
+        ("OFED-internal-24.10-1.1.40:", "24.10-1.1.4", 1),
+        ("OFED-internal-24.10-1.1.4.0.200:", "24.10-1.1.5", -1),
         ("MLNX_OFED_LINUX-5.4-3.5.8.0:", "5.4-3.6.8", -1),
         ("23.07-0.5.1.2", "23.10-0.5.5.0", -1),
     ],

@@ -122,3 +122,95 @@ def test_report_on_a_node_without_gpu_or_nic():
     assert "GPUs       0" in text and "RDMA NICs  0" in text
     assert "GPU/NIC pairs: none (no GPU)" in text
     assert "nvidia kernel module not loaded" in text
+
+
+# Issue 19: the after-run table said "WARN memlock ... 257548288" right after host_prereqs
+# set unlimited. The facts below are the VM node's after host_prereqs (captures and their
+# sources in tests/unit/test_limits.py): the root session keeps 257548288, new logins and
+# new services get unlimited.
+SESSION_ROOT = {"soft": "257548288", "hard": "257548288", "soft_bytes": 257548288, "hard_bytes": 257548288,
+                "uid": 0}
+LOGIN_UNLIMITED = {"soft": "unlimited", "hard": "unlimited", "soft_bytes": None, "hard_bytes": None,
+                   "soft_source": "/etc/security/limits.d/90-gpudirect-memlock.conf:5 *",
+                   "hard_source": "/etc/security/limits.d/90-gpudirect-memlock.conf:6 *", "stopped_by": None,
+                   "base_source": "PID 1: 257548288/257548288", "domains": []}
+SERVICE_UNLIMITED = {"soft": "unlimited", "hard": "unlimited", "soft_bytes": None, "hard_bytes": None,
+                     "source": "systemctl show DefaultLimitMEMLOCK", "pending_reexec": False,
+                     "configured": {"soft": "unlimited", "hard": "unlimited",
+                                    "source": "/etc/systemd/system.conf.d/90-gpudirect-memlock.conf:5"}}
+AFTER_HOST_PREREQS = dict(SESSION_ROOT, session=SESSION_ROOT, login=LOGIN_UNLIMITED, service=SERVICE_UNLIMITED)
+
+
+def test_after_host_prereqs_the_root_session_limit_is_labelled_not_a_finding():
+    data = facts(memlock=AFTER_HOST_PREREQS)
+    assert [f for f in report.gpudirect_findings(data) if f["check"] == "memlock"] == []
+    lines = report.gpudirect_preflight_report(data, "rdma-node1 (after the run)")
+    at = next(i for i, line in enumerate(lines) if line.startswith("  memlock "))
+    assert lines[at] == ("  memlock    new logins: soft unlimited, hard unlimited "
+                         "(/etc/security/limits.d/90-gpudirect-memlock.conf:5 *)")
+    assert lines[at + 1] == "             new services: soft unlimited, hard unlimited (systemd DefaultLimitMEMLOCK)"
+    assert lines[at + 2].startswith("             this Ansible session: soft 257548288, hard 257548288 (uid 0: root")
+    assert not any("WARN  memlock" in line for line in lines)
+
+
+def test_before_host_prereqs_new_logins_and_services_are_the_findings():
+    login = dict(LOGIN_UNLIMITED, soft="257548288", hard="257548288", soft_bytes=257548288, hard_bytes=257548288,
+                 soft_source=None, hard_source=None)
+    service = dict(SERVICE_UNLIMITED, soft="8388608", hard="8388608", soft_bytes=8388608, hard_bytes=8388608,
+                   configured=None)
+    data = facts(memlock=dict(SESSION_ROOT, session=SESSION_ROOT, login=login, service=service))
+    memlock = [f for f in report.gpudirect_findings(data) if f["check"] == "memlock"]
+    assert [f["severity"] for f in memlock] == ["warn", "warn"]
+    assert "new logins get memlock soft 257548288 (not set in limits.conf/limits.d: PID 1" in memlock[0]["message"]
+    assert memlock[1]["message"].startswith("services started from now on get memlock soft 8388608")
+    lines = report.gpudirect_preflight_report(data, "n")
+    # the session equals what new logins get, but not what services get: still shown, labelled
+    assert any(line.strip().startswith("this Ansible session: soft 257548288") for line in lines)
+
+
+def test_service_limit_waiting_for_daemon_reexec_is_said():
+    service = dict(SERVICE_UNLIMITED, soft="8388608", hard="8388608", soft_bytes=8388608, hard_bytes=8388608,
+                   pending_reexec=True)
+    data = facts(memlock=dict(SESSION_ROOT, session=SESSION_ROOT, login=LOGIN_UNLIMITED, service=service))
+    (finding,) = [f for f in report.gpudirect_findings(data) if f["check"] == "memlock"]
+    assert "90-gpudirect-memlock.conf:5 sets unlimited, which the manager reads at its next daemon-reexec" \
+        in finding["message"]
+    text = "\n".join(report.gpudirect_preflight_report(data, "n"))
+    assert "new services: soft 8388608, hard 8388608 (systemd DefaultLimitMEMLOCK); soft unlimited, hard " \
+           "unlimited after daemon-reexec" in text
+
+
+def test_unknown_login_and_service_say_why():
+    data = facts(memlock=dict(SESSION_ROOT, session=SESSION_ROOT, login=LOGIN_UNLIMITED, service=None,
+                              service_reason="systemd is not the init system (no /run/systemd/system)"))
+    text = "\n".join(report.gpudirect_preflight_report(data, "ct1"))
+    assert "new services: unknown (systemd is not the init system (no /run/systemd/system))" in text
+    assert [f for f in report.gpudirect_findings(data) if f["check"] == "memlock"] == []
+
+
+def test_reboot_this_run_asked_for_labels_the_lines_a_reboot_changes():
+    reasons = ["host_prereqs: kernel command line lacks iommu=pt"]
+    lines = report.gpudirect_preflight_report(facts(), "n (after the run)", "SYS", reasons)
+    text = "\n".join(lines)
+    assert "  kernel     running 6.1.0-28-amd64, default boot 6.1.0-28-amd64, REBOOT PENDING" in text
+    assert "  reboot     asked for by this run, not done: host_prereqs: kernel command line lacks iommu=pt" in text
+    assert "  iommu      translated (as booted; the command line changes at the pending reboot)" in text
+    assert "loaded nvidia 580.159.04 (open kernel module) (before the pending reboot)" in text
+    kernel = [f for f in report.gpudirect_findings(facts(), "SYS", reasons) if f["check"] == "kernel"]
+    assert len(kernel) == 1 and "iommu=pt" in kernel[0]["message"]
+    # nothing pending: no label, no reboot line
+    plain = "\n".join(report.gpudirect_preflight_report(facts(), "n", "SYS", []))
+    assert "REBOOT PENDING" not in plain and "  reboot " not in plain and "pending reboot" not in plain
+
+
+def test_reboot_reasons_of_the_os_and_the_run_are_not_repeated():
+    kernel = {"running": "a", "default": "b", "reboot_pending": True,
+              "reboot_reasons": ["default boot kernel b differs from running a"]}
+    found = report.gpudirect_findings(facts(kernel=kernel), "SYS", ["default boot kernel b differs from running a"])
+    (finding,) = [f for f in found if f["check"] == "kernel"]
+    assert finding["message"].count("differs from running a") == 1
+
+
+def test_reboot_reasons_must_be_a_list():
+    with pytest.raises(AnsibleFilterError, match="gpudirect_reboot_reasons"):
+        report.gpudirect_preflight_report(facts(), "n", "SYS", "host_prereqs: iommu=pt")

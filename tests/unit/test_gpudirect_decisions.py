@@ -302,6 +302,9 @@ def test_installer_message(rc, needle):
 @pytest.mark.parametrize("installed,method,wanted,action", [
     ("", "doca", "24.10-1.1.4", "install"),
     ("OFED-internal-24.10-1.1.4:", "doca", "24.10-1.1.4", "none"),
+    # DOCA 2.9.1 prints a build suffix: the same release, no change (issue 15)
+    ("OFED-internal-24.10-1.1.4.0.200:", "doca", "24.10-1.1.4", "none"),
+    ("OFED-internal-24.10-1.1.40:", "doca", "24.10-1.1.4", "downgrade"),
     ("OFED-internal-24.10-1.1.4:", "doca", "24.10-1.1.4.0", "none"),
     ("OFED-internal-24.10-1.1.4:", "doca", "25.01-0.6.0", "upgrade"),
     ("OFED-internal-25.01-0.6.0:", "doca", "24.10-1.1.4", "downgrade"),

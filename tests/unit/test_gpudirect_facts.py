@@ -104,6 +104,65 @@ def test_memlock_limits():
     assert set(real) == {"soft", "hard", "soft_bytes", "hard_bytes"}
 
 
+# Issue 19: the memlock facts describe what jobs get (new logins, new services), not the
+# module process. The limits files and systemctl output are the VM node's (tests/unit/test_limits.py
+# names their sources); the session is whatever this test process has.
+LIMITS_PROJECT = "# Ansible managed (role host_prereqs)\n*\tsoft\tmemlock\tunlimited\n*\thard\tmemlock\tunlimited\n"
+PID1_LIMITS = ("Limit                     Soft Limit           Hard Limit           Units     \n"
+               "Max locked memory         257548288            257548288            bytes     \n")
+
+
+def _memlock_tree(tmp_path, limits=True):
+    tree = gpu_server(tmp_path)
+    tree.write("proc/1/limits", PID1_LIMITS)
+    if limits:
+        tree.write("etc/security/limits.d/90-gpudirect-memlock.conf", LIMITS_PROJECT)
+    tree.write("etc/systemd/system.conf.d/90-gpudirect-memlock.conf", "[Manager]\nDefaultLimitMEMLOCK=infinity\n")
+    tree.mkdir("run/systemd/system")
+    return tree
+
+
+def test_memlock_login_and_service_after_host_prereqs(tmp_path):
+    tree = _memlock_tree(tmp_path)
+    runner = FakeRunner({"systemctl": "/usr/bin/systemctl"},
+                        {"systemctl": (0, "DefaultLimitMEMLOCK=infinity\nDefaultLimitMEMLOCKSoft=infinity\n", "")})
+    memlock = facts_of(tree, runner=runner, nvidia_smi=False, kernel_log=False, live=True)["memlock"]
+    assert runner.calls == [["/usr/bin/systemctl", "show", "-p", "DefaultLimitMEMLOCK", "-p", "DefaultLimitMEMLOCKSoft"]]
+    assert memlock["login"]["soft"] == "unlimited" and memlock["login"]["hard"] == "unlimited"
+    assert memlock["login"]["soft_source"] == "/etc/security/limits.d/90-gpudirect-memlock.conf:2 *"
+    assert memlock["service"]["soft"] == "unlimited" and memlock["service"]["pending_reexec"] is False
+    assert memlock["session"]["uid"] == os.getuid()
+    assert memlock["soft"] == memlock["session"]["soft"]  # the old keys still describe the process
+
+
+def test_memlock_without_limits_file_keeps_pid1_limit_and_flags_a_pending_reexec(tmp_path):
+    tree = _memlock_tree(tmp_path, limits=False)
+    runner = FakeRunner({"systemctl": "/usr/bin/systemctl"},
+                        {"systemctl": (0, "DefaultLimitMEMLOCK=8388608\nDefaultLimitMEMLOCKSoft=8388608\n", "")})
+    memlock = facts_of(tree, runner=runner, nvidia_smi=False, kernel_log=False, live=True)["memlock"]
+    assert (memlock["login"]["soft"], memlock["login"]["soft_source"]) == ("257548288", None)
+    assert memlock["login"]["base_source"] == "PID 1: 257548288/257548288"
+    assert memlock["service"]["soft"] == "8388608" and memlock["service"]["pending_reexec"] is True
+    assert memlock["service"]["configured"]["source"] == "/etc/systemd/system.conf.d/90-gpudirect-memlock.conf:2"
+
+
+def test_memlock_service_not_probed_off_a_live_root_or_without_systemd(tmp_path):
+    tree = _memlock_tree(tmp_path)
+    memlock = facts_of(tree, runner=FakeRunner({"systemctl": "/usr/bin/systemctl"}), nvidia_smi=False,
+                       kernel_log=False)["memlock"]
+    assert memlock["service"] is None and memlock["service_reason"].startswith("root is not /")
+    assert memlock["login"]["soft"] == "unlimited"  # the captured tree's files still count
+    os.rmdir(tree.abs("run/systemd/system"))
+    memlock = facts_of(tree, runner=FakeRunner({"systemctl": "/usr/bin/systemctl"}), nvidia_smi=False,
+                       kernel_log=False, live=True)["memlock"]
+    assert memlock["service"] is None and "not the init system" in memlock["service_reason"]
+    failing = FakeRunner({"systemctl": "/usr/bin/systemctl"},
+                         {"systemctl": (1, "", "Failed to connect to bus:\nHost is down\n")})
+    tree.mkdir("run/systemd/system")
+    memlock = facts_of(tree, runner=failing, nvidia_smi=False, kernel_log=False, live=True)["memlock"]
+    assert memlock["service_reason"] == "systemctl show failed (rc=1): Failed to connect to bus: Host is down"
+
+
 # ---------------------------------------------------------------------------
 # facts on the GPU server tree
 # ---------------------------------------------------------------------------

@@ -112,6 +112,11 @@ def test_grub_dropin(host):
     assert 'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} iommu=pt"' in f.content_string
 
 
+def test_grub_config_rebuilt_with_the_arguments(host):
+    # prepare.yml's stand-in update-grub ran through the role's handler
+    assert "iommu=pt" in host.file("/boot/grub/grub.cfg").content_string.split()
+
+
 def _has_cap_sys_resource(host):
     capbnd = host.check_output("awk '/^CapBnd/ {print $2}' /proc/self/status")
     return bool(int(capbnd, 16) & (1 << 24))

@@ -32,8 +32,11 @@ repo_root=$(cd "$here/../../.." && pwd)
 FIXTURES=${GPUDIRECT_H200_FIXTURES:-$(cd "$repo_root/.." && pwd)/shared/fixtures/h200}
 
 # ---- what is built ---------------------------------------------------------
-# DOCA-Host releases: "<doca version> <OFED version>" (one repo each, as upstream)
-DOCA_RELEASES=("2.9.1 24.10-1.1.4" "2.10.0 25.01-0.6.0")
+# DOCA-Host releases: "<doca version> <OFED version as ofed_info -s prints it>" (one repo
+# each, as upstream). DOCA 2.9.1 prints a build suffix: OFED-internal-24.10-1.1.4.0.200:
+# (github.com/cnloh/notes DGX-download-needed-debs-4-EXA-client-offline-install.md, repo
+# doca/2.9.1-2); 2.10.0 prints OFED-internal-25.01-0.6.0: (a libvma banner), no suffix.
+DOCA_RELEASES=("2.9.1 24.10-1.1.4.0.200" "2.10.0 25.01-0.6.0")
 # MLNX_OFED (legacy, pre-DOCA) release: one repo
 MLNX_OFED_RELEASES=("24.10-1.1.4.0")
 # NVIDIA driver versions, all in the one CUDA repo (as upstream)
@@ -193,17 +196,19 @@ cp "$work/keys/"* "$www/keys/"
 
 # ---- OFED packages ---------------------------------------------------------------
 # build_ofed_repo DEST FLAVOR(doca|mlnx) OFED_VER [DOCA_VER]
+# OFED_VER is what ofed_info prints (24.10-1.1.4.0.200, 24.10-1.1.4.0); the package
+# versions use its release part, the first three numbers after the dash (24.10-1.1.4).
 build_ofed_repo() {
   local dest=$1 flavor=$2 ofed=$3 doca=${4:-}
-  local base=${ofed%.*}; [[ $flavor == doca ]] && base=$ofed   # 24.10-1.1.4
-  local major=${base%%-*}                                       # 24.10
-  local rest=${base#*-}                                         # 1.1.4
-  local dkms_ver="$major.OFED.$major.$rest.1"                   # 24.10.OFED.24.10.1.1.4.1
+  local major=${ofed%%-*}                                       # 24.10
+  local rest; rest=$(cut -d. -f1-3 <<<"${ofed#*-}")             # 1.1.4
+  local base="$major-$rest"                                     # 24.10-1.1.4
+  local dkms_ver="$major.OFED.$major.$rest.1"                   # 24.10.OFED.24.10.1.1.4.1 (real DOCA 2.9.1 name)
   local kver="$dkms_ver-1"
   local short number header real
   if [[ $flavor == doca ]]; then
-    short="OFED-internal-$base"; number=$base; header="OFED-internal-$base"
-    real="DOCA-OFED $base (DOCA-Host $doca)"
+    short="OFED-internal-$ofed"; number=$ofed; header="OFED-internal-$ofed"
+    real="DOCA-OFED $ofed (DOCA-Host $doca)"
   else
     short="MLNX_OFED_LINUX-$ofed"; number=$ofed; header="MLNX_OFED_LINUX-$ofed (OFED-$base)"
     real="MLNX_OFED $ofed"

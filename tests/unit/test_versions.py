@@ -1,0 +1,253 @@
+"""module_utils/gpudirect_versions.py and the decisions built on it, on real vendor strings.
+
+Every string comes from tests/fixtures/vendor_strings/versions.yml, which names where
+each was seen (a public issue, a page, or a capture on the lent GPU node).
+"""
+import importlib.util
+import os
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils import gpudirect_versions as v
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import filter_loader
+from ansible.template import Templar, trust_as_template
+
+import gpudirect
+import gpudirect_decisions as d
+import gpudirect_facts
+from conftest import PROJECT_FIXTURES, ROOT
+
+with open(os.path.join(PROJECT_FIXTURES, "vendor_strings", "versions.yml"), encoding="utf-8") as _handle:
+    STRINGS = yaml.safe_load(_handle)
+
+with open(os.path.join(ROOT, "roles", "mlnx_ofed", "vars", "main.yml"), encoding="utf-8") as _handle:
+    DOCA_TABLE = yaml.safe_load(_handle)["__mlnx_ofed_doca_ofed_versions"]
+
+
+def entries(section):
+    return pytest.mark.parametrize("entry", STRINGS[section], ids=lambda e: e["text"].splitlines()[0][:60])
+
+
+def test_every_fixture_names_its_source():
+    for section, items in STRINGS.items():
+        assert items, section
+        for entry in items:
+            assert str(entry.get("source") or "").strip(), (section, entry["text"])
+
+
+# --- the parsers on real strings ------------------------------------------------
+
+@entries("ofed_info_s")
+def test_ofed_info_s(entry):
+    expected = {"flavor": entry["flavor"], "version": entry["version"], "parts": entry["parts"]}
+    assert v.parse_ofed_info_s(entry["text"]) == expected
+    # the filter is the same parser
+    assert gpudirect.ofed_version(entry["text"]) == expected
+
+
+@entries("ofed_info_s")
+def test_ofed_info_s_with_colour_and_blank_lines(entry):
+    coloured = "\n  \n\x1b[1m" + entry["text"].splitlines()[0] + "\x1b[0m\n"
+    assert v.parse_ofed_info_s(coloured)["version"] == entry["version"]
+
+
+@entries("ofed_info_n")
+def test_ofed_info_n(entry):
+    assert v.parse_ofed_info_n(entry["text"]) == {"version": entry["version"], "parts": entry["parts"]}
+    assert v.parse_ofed_any(entry["text"])["flavor"] is None
+
+
+@entries("package_versions")
+def test_package_version(entry):
+    assert v.parse_package_version(entry["text"]) == {
+        "epoch": entry["epoch"], "upstream": entry["upstream"], "revision": entry["revision"],
+        "version": entry["text"]}
+    if "rdma_core_major" in entry:
+        assert d.rdma_core_major(entry["text"]) == entry["rdma_core_major"]
+
+
+@entries("driver_versions")
+def test_driver_version(entry):
+    expected = {"version": entry["text"], "branch": entry["branch"], "parts": entry["parts"]}
+    assert v.parse_driver_version(entry["text"]) == expected
+    assert d.nvidia_driver_version_parse(entry["text"]) == expected
+
+
+@entries("proc_driver_nvidia_version")
+def test_proc_driver_version(entry):
+    assert v.parse_proc_driver_version(entry["text"]) == {
+        "version": entry["version"], "flavor": entry["flavor"], "arch": entry["arch"]}
+    assert gpudirect_facts.parse_nvidia_version(entry["text"]) == {
+        "loaded": True, "version": entry["version"], "flavor": entry["flavor"]}
+
+
+def test_driver_package_versions_give_the_driver_version():
+    # dpkg (Ubuntu revision) and rpm (epoch 3, EL release) forms of one driver
+    assert d._package_version("580.95.05-0ubuntu1") == "580.95.05"
+    assert d._package_version("3:580.95.05-1.fc44") == "580.95.05"
+    assert d._package_version("") == ""
+
+
+def test_driver_version_is_exact_for_nvidia_driver_version():
+    # nvidia_driver_version pins an exact version: numbers equal, leading zeros aside
+    assert d._matches("580.95.05", "open", "580", "580.95.5", "open") == []
+    assert d._matches("580.95.05", "open", "580", "580.105.08", "open") == [
+        "version 580.95.05 installed, 580.105.08 wanted"]
+    assert d._matches("550.54.15", "open", "550", "550.54", "open") == ["version 550.54.15 installed, 550.54 wanted"]
+
+
+# --- the matching rule ------------------------------------------------------------
+
+@pytest.mark.parametrize("installed,wanted,expected", [
+    ("24.10-1.1.4.0.200", "24.10-1.1.4", 0),      # DOCA 2.9.1's build suffix
+    ("24.10-1.1.4", "24.10-1.1.4.0", 0),          # a missing trailing number counts as 0
+    ("24.10-1.1.40", "24.10-1.1.4", 1),           # numbers, not text
+    ("24.10-1.1.4.0.200", "24.10-1.1.5", -1),
+    ("24.10-1.1.4.0.200", "24.10-1.1.4.0.201", -1),
+    ("25.01-0.6.0", "24.10-1.1.4", 1),
+    ("24.10-1.1.4", "25.01-0.6.0", -1),
+    ("580.95.05", "580.95", 0),
+    ("580.95.05", "580", 0),
+    ("580.95.05", "580.95.5.1", -1),
+    ("550.54", "550.54.15", -1),
+])
+def test_compare_wanted(installed, wanted, expected):
+    assert v.compare_wanted(v.numbers(installed), v.numbers(wanted)) == expected
+    assert v.matches_wanted(v.numbers(installed), v.numbers(wanted)) is (expected == 0)
+
+
+def test_compare_wanted_needs_a_wanted_version():
+    with pytest.raises(v.VersionError):
+        v.compare_wanted([24, 10], [])
+
+
+# --- the decision and the post-install check, on what DOCA really prints ------------
+
+DOCA_ENTRIES = [e for e in STRINGS["ofed_info_s"] if e.get("doca")]
+
+
+def _post_install_check(after_stdout, method, wanted):
+    """Evaluate the role's post-install assert (roles/mlnx_ofed/tasks/change.yml) as Ansible does."""
+    filter_loader.add_directory(os.path.join(ROOT, "filter_plugins"))
+    loader = DataLoader()
+    tasks = loader.load_from_file(os.path.join(ROOT, "roles", "mlnx_ofed", "tasks", "change.yml"))
+    task = next(t for t in tasks if t["name"] == "Check that the installed OFED is the wanted one")
+    variables = {"__mlnx_ofed_after": {"stdout": after_stdout}, "mlnx_ofed_method": method,
+                 "__mlnx_ofed_wanted_version": wanted}
+    variables.update({k: trust_as_template(x) for k, x in task.get("vars", {}).items()})
+    templar = Templar(loader=loader, variables=variables)
+    return templar.evaluate_expression(trust_as_template(task["ansible.builtin.assert"]["that"]))
+
+
+@pytest.mark.parametrize("entry", DOCA_ENTRIES, ids=lambda e: e["doca"])
+def test_doca_release_as_installed_needs_no_change(entry):
+    wanted = DOCA_TABLE[entry["doca"]]
+    plan = d.mlnx_ofed_action(entry["text"], "doca", wanted)
+    assert plan["action"] == "none", plan
+    assert plan["installed_version"] == entry["version"]
+
+
+@pytest.mark.parametrize("entry", DOCA_ENTRIES, ids=lambda e: e["doca"])
+def test_post_install_check_passes_on_what_doca_prints(entry):
+    wanted = DOCA_TABLE[entry["doca"]]
+    assert _post_install_check(entry["text"].rstrip("\n"), "doca", wanted) is True
+
+
+def test_post_install_check_fails_on_another_release():
+    assert _post_install_check("OFED-internal-25.01-0.6.0:", "doca", DOCA_TABLE["2.9.1"]) is False
+    assert _post_install_check("OFED-internal-24.10-1.1.40:", "doca", "24.10-1.1.4") is False
+
+
+def test_suffixed_installed_version_orders_against_other_releases():
+    suffixed = "OFED-internal-24.10-1.1.4.0.200:\n"
+    assert d.mlnx_ofed_action(suffixed, "doca", "25.01-0.6.0")["action"] == "upgrade"
+    assert d.mlnx_ofed_action(suffixed, "doca", "24.10-1.1.3")["action"] == "downgrade"
+    assert d.mlnx_ofed_action(suffixed, "mlnx_ofed_tarball", "24.10-1.1.4.0")["action"] == "replace"
+    assert d.mlnx_ofed_action(suffixed, "inbox", "")["action"] == "remove"
+
+
+# --- malformed input: a clear error naming the text ---------------------------------
+
+@pytest.mark.parametrize("parser,text", [
+    (v.parse_ofed_info_s, "-bash: ofed_info: command not found"),
+    (v.parse_ofed_info_s, "MLNX_OFED_LINUX-5.8:"),
+    (v.parse_ofed_info_s, "24.10-1.1.4"),
+    (v.parse_ofed_info_n, "OFED-internal-24.10-1.1.4:"),
+    (v.parse_ofed_info_n, "24.10"),
+    (v.parse_package_version, "ii  libnccl2 2.28.3-1+cuda13.0"),
+    (v.parse_package_version, "(none)"),
+    (v.parse_driver_version, "580"),
+    (v.parse_driver_version, "580.95.05.1"),
+    (v.parse_driver_version, "v580.95.05"),
+    (v.parse_proc_driver_version, "GCC version:  gcc version 15.3.0 (GCC)"),
+])
+def test_malformed_text_names_the_text(parser, text):
+    with pytest.raises(v.VersionError) as error:
+        parser(text)
+    assert repr(text) in str(error.value)
+
+
+@pytest.mark.parametrize("parser", [v.parse_ofed_info_s, v.parse_ofed_info_n, v.parse_package_version,
+                                    v.parse_driver_version, v.parse_proc_driver_version])
+@pytest.mark.parametrize("text", [None, "", " \n\n", 580])
+def test_empty_or_no_text_is_an_error(parser, text):
+    with pytest.raises(v.VersionError):
+        parser(text)
+
+
+def test_filters_turn_parser_errors_into_filter_errors_naming_the_knob():
+    with pytest.raises(AnsibleFilterError, match="mlnx_ofed_version: .*'24.10'"):
+        d.mlnx_ofed_action("", "doca", "24.10")
+    with pytest.raises(AnsibleFilterError, match="ofed_info -s on the host: .*'ofed_info: command not found'"):
+        d.mlnx_ofed_action("ofed_info: command not found", "doca", "24.10-1.1.4")
+    with pytest.raises(AnsibleFilterError, match="rdma-core package version: .*'not installed'"):
+        d.rdma_core_major("not installed")
+    with pytest.raises(AnsibleFilterError, match="'abc'"):
+        d.nvidia_driver_version_parse("abc")
+
+
+# --- the probes that run as plain scripts on the host agree with the parser -------------
+
+def _load_probe(role, name):
+    path = os.path.join(ROOT, "roles", role, "files", name)
+    spec = importlib.util.spec_from_file_location("_probe_" + role, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@entries("proc_driver_nvidia_version")
+def test_probes_read_proc_version_like_the_parser(entry, monkeypatch):
+    """The probes are copied to the host alone (ansible.builtin.script) and cannot import
+    module_utils; without modinfo they read /proc/driver/nvidia/version themselves, and must
+    read it as gpudirect_versions does."""
+    files = {"/proc/driver/nvidia/version": entry["text"], "/sys/module/nvidia/version": ""}
+    driver = _load_probe("nvidia_driver", "nvidia_driver_probe.py")
+    monkeypatch.setattr(driver, "read", lambda path: files.get(path, ""))
+    monkeypatch.setattr(driver, "run", lambda argv: (1, ""))
+    monkeypatch.setattr(driver, "owner", lambda path: "")
+    found = driver.module("6.8.0-90-generic")
+    assert (found["loaded_version"], found["flavor"]) == (entry["version"], entry["flavor"])
+
+    peermem = _load_probe("gpudirect_peermem", "gpudirect_peermem_probe.py")
+    monkeypatch.setattr(peermem, "read", lambda path: files.get(path, ""))
+    monkeypatch.setattr(peermem, "run", lambda argv: (1, ""))
+    found = peermem.nvidia_driver("6.8.0-90-generic")
+    assert (found["version"], found["flavor"]) == (entry["version"], entry["flavor"])
+
+
+# --- the stand-in repository prints what the real releases print ----------------------
+
+def test_standin_doca_releases_print_the_real_strings():
+    """tests/harness/standin_repo/build.sh's DOCA_RELEASES (what its ofed_info -s prints) agree
+    with the real strings of the fixtures, and the role's table matches each of them."""
+    import re
+    with open(os.path.join(ROOT, "tests", "harness", "standin_repo", "build.sh"), encoding="utf-8") as handle:
+        releases = re.search(r"^DOCA_RELEASES=\((.*)\)$", handle.read(), re.M).group(1)
+    printed = dict(pair.split() for pair in re.findall(r'"([^"]+)"', releases))
+    real = {e["doca"]: e["version"] for e in DOCA_ENTRIES}
+    assert printed == real
+    for doca, version in printed.items():
+        assert d.mlnx_ofed_action("OFED-internal-%s:" % version, "doca", DOCA_TABLE[doca])["action"] == "none"
