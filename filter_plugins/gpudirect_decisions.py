@@ -8,14 +8,17 @@ reads the host, so each decision is unit tested on real captured facts.
 
 Filters
 -------
-``nvidia_gpu_arch``
-    Architecture of one NVIDIA PCI device id (``0x2335`` -> ``hopper``).
+``nvidia_gpu_info``
+    What NVIDIA's supported-GPU data says about one PCI device id (open modules
+    supported or required, first and last branch).
 ``nvidia_driver_flavor``
     Choose the kernel module flavour (``open`` / ``proprietary``) for the GPUs
     of a host, or refuse an impossible request with a message naming the knob.
 ``nvidia_driver_branch_check``
-    Check a driver branch against the GPUs (too old for Blackwell, too new for
-    Volta, not a known branch).
+    Check a driver branch against the GPUs (before the first branch that lists
+    them, after their last branch, not a known branch).
+``nvidia_fabricmanager_package`` / ``nvidia_fabricmanager_plan``
+    Fabric manager package per branch and distribution; whether the host has NVSwitches.
 ``nvidia_driver_version_parse``
     ``"580.95.05"`` -> ``{"branch": "580", "version": "580.95.05", "parts": [580, 95, 5]}``.
 ``nvidia_driver_plan``
@@ -48,228 +51,55 @@ except ImportError:  # pragma: no cover - unit tests always have ansible-core
     AnsibleFilterError = ValueError
 
 # --------------------------------------------------------------------------
-# NVIDIA GPU architectures
+# NVIDIA GPUs: flavour and branch (decided in module_utils/gpudirect_nvidia.py from
+# NVIDIA's supported-gpus.json; these filters only wrap it)
 # --------------------------------------------------------------------------
 
-# Architectures, oldest first.  The open kernel modules support Turing and
-# later; NVIDIA requires them on Grace Hopper and Blackwell.  R580 is the last
-# branch that supports Maxwell, Pascal and Volta.
-ARCH_ORDER = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "grace_hopper",
-              "blackwell")
-OPEN_CAPABLE = frozenset({"turing", "ampere", "ada", "hopper", "grace_hopper", "blackwell"})
-OPEN_REQUIRED = frozenset({"grace_hopper", "blackwell"})
-# first driver branch that supports the architecture (datacenter parts)
-ARCH_MIN_BRANCH = {"hopper": 525, "grace_hopper": 535, "blackwell": 570}
-# last driver branch that supports the architecture
-ARCH_MAX_BRANCH = {"kepler": 470, "maxwell": 580, "pascal": 580, "volta": 580}
 
-# Exact PCI device ids (vendor 0x10de) of data-centre and workstation GPUs
-# (names as in pci.ids).  Exact ids win over the prefix table below.
-PCI_DEVICE_IDS = {
-    # Kepler
-    "0x1023": ("kepler", "Tesla K40m"),
-    "0x1024": ("kepler", "Tesla K40c"),
-    "0x102d": ("kepler", "Tesla K80"),
-    # Maxwell
-    "0x13bd": ("maxwell", "Tesla M10"),
-    "0x13f2": ("maxwell", "Tesla M60"),
-    "0x17fd": ("maxwell", "Tesla M40"),
-    # Pascal
-    "0x15f7": ("pascal", "Tesla P100 PCIe 12GB"),
-    "0x15f8": ("pascal", "Tesla P100 PCIe 16GB"),
-    "0x15f9": ("pascal", "Tesla P100 SXM2 16GB"),
-    "0x1b38": ("pascal", "Tesla P40"),
-    "0x1bb3": ("pascal", "Tesla P4"),
-    # Volta
-    "0x1d81": ("volta", "TITAN V"),
-    "0x1db1": ("volta", "Tesla V100 SXM2 16GB"),
-    "0x1db4": ("volta", "Tesla V100 PCIe 16GB"),
-    "0x1db5": ("volta", "Tesla V100 SXM2 32GB"),
-    "0x1db6": ("volta", "Tesla V100 PCIe 32GB"),
-    "0x1db8": ("volta", "Tesla V100 SXM3 32GB"),
-    "0x1dba": ("volta", "Quadro GV100"),
-    "0x1df6": ("volta", "Tesla V100S PCIe 32GB"),
-    # Turing
-    "0x1e30": ("turing", "Quadro RTX 6000/8000"),
-    "0x1e78": ("turing", "Quadro RTX 6000/8000"),
-    "0x1eb8": ("turing", "Tesla T4"),
-    # Ampere
-    "0x20b0": ("ampere", "A100 SXM4 40GB"),
-    "0x20b2": ("ampere", "A100 SXM4 80GB"),
-    "0x20b5": ("ampere", "A100 PCIe 80GB"),
-    "0x20b7": ("ampere", "A30"),
-    "0x20f1": ("ampere", "A100 PCIe 40GB"),
-    "0x2230": ("ampere", "RTX A6000"),
-    "0x2235": ("ampere", "A40"),
-    "0x2236": ("ampere", "A10"),
-    # Ada
-    "0x26b1": ("ada", "RTX 6000 Ada Generation"),
-    "0x26b5": ("ada", "L40"),
-    "0x26b9": ("ada", "L40S"),
-    "0x2684": ("ada", "GeForce RTX 4090"),
-    "0x27b8": ("ada", "L4"),
-    # Hopper
-    "0x2321": ("hopper", "H100 NVL"),
-    "0x2324": ("hopper", "H800"),
-    "0x2330": ("hopper", "H100 SXM5 80GB"),
-    "0x2331": ("hopper", "H100 PCIe"),
-    "0x2335": ("hopper", "H200"),
-    "0x2342": ("grace_hopper", "GH200"),
-    # Blackwell
-    "0x2901": ("blackwell", "B200"),
-    "0x2941": ("blackwell", "GB200"),
-    "0x2b85": ("blackwell", "GeForce RTX 5090"),
-    "0x2bb1": ("blackwell", "RTX PRO 6000 Blackwell"),
-}
-
-# Device id prefixes (upper byte) whose chips are all of one architecture.
-# 0x1d (GP108 and GV100) and 0x23 (GH100 and GH200) are mixed: exact ids only.
-PCI_DEVICE_PREFIXES = {
-    "0x15": "pascal", "0x1b": "pascal", "0x1c": "pascal",
-    "0x1e": "turing", "0x1f": "turing", "0x21": "turing",
-    "0x20": "ampere", "0x22": "ampere", "0x24": "ampere", "0x25": "ampere",
-    "0x26": "ada", "0x27": "ada", "0x28": "ada",
-    "0x29": "blackwell", "0x2b": "blackwell", "0x2c": "blackwell", "0x2d": "blackwell", "0x2f": "blackwell",
-}
-
-# Driver branches the toolkit knows (production, new-feature and LTS branches
-# of the CUDA repository).  A branch not listed needs nvidia_driver_branch_unlisted_ok.
-KNOWN_BRANCHES = ("470", "525", "535", "545", "550", "555", "560", "565", "570", "575", "580")
-
-_HEX_ID = re.compile(r"^(?:0x)?([0-9a-fA-F]{4})$")
+def _load_module_util(name):
+    """Import a file of the project's module_utils/ by path (filter plugins are not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "_gpudirect_mu_" + name,
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _norm_id(device_id):
-    """``"2335"`` / ``"0x2335"`` / ``0x2335`` -> ``"0x2335"``; None when not an id."""
-    if isinstance(device_id, int) and not isinstance(device_id, bool):
-        return "0x%04x" % device_id
-    match = _HEX_ID.match(str(device_id or "").strip())
-    return "0x" + match.group(1).lower() if match else None
+_NV = _load_module_util("gpudirect_nvidia")
+KNOWN_BRANCHES = _NV.KNOWN_BRANCHES
 
 
-def nvidia_gpu_arch(device_id):
-    """Architecture of an NVIDIA PCI device id.
-
-    :param device_id: ``"0x2335"``, ``"2335"`` or an int.
-    :returns: ``{"device_id", "arch", "name", "source"}``; ``arch`` is None and
-        ``source`` ``"unknown"`` for ids in neither table.
-    """
-    norm = _norm_id(device_id)
-    if norm in PCI_DEVICE_IDS:
-        arch, name = PCI_DEVICE_IDS[norm]
-        return {"device_id": norm, "arch": arch, "name": name, "source": "id table"}
-    if norm and norm[:4] in PCI_DEVICE_PREFIXES:
-        return {"device_id": norm, "arch": PCI_DEVICE_PREFIXES[norm[:4]], "name": None,
-                "source": "id prefix %sxx" % norm[:4]}
-    return {"device_id": norm or str(device_id), "arch": None, "name": None, "source": "unknown"}
+def _wrap(func, *args):
+    try:
+        return func(*args)
+    except _NV.NvidiaDecisionError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
 
 
-def _gpu_archs(gpus):
-    out = []
-    for gpu in gpus or []:
-        info = nvidia_gpu_arch(gpu.get("device_id") if isinstance(gpu, dict) else gpu)
-        if isinstance(gpu, dict) and not info["name"]:
-            info["name"] = gpu.get("name")
-        out.append(info)
-    return out
-
-
-def _describe(info):
-    return "%s (%s)" % (info["device_id"], info["name"] or info["arch"] or "unknown id")
+def nvidia_gpu_info(device_id):
+    """What NVIDIA's data says about one PCI device id (``known``, ``open``, ``min_branch``, ...)."""
+    return _NV.gpu_info(device_id)
 
 
 def nvidia_driver_flavor(gpus, requested="auto", fallback="open"):
-    """Choose the NVIDIA kernel module flavour.
-
-    :param gpus: ``ansible_facts.gpudirect.gpus`` (dicts with ``device_id``) or a list of ids.
-    :param requested: ``nvidia_driver_flavor``: ``auto``, ``open`` or ``proprietary``.
-    :param fallback: ``nvidia_driver_flavor_fallback``: used by ``auto`` when no
-        GPU has a known architecture (no GPU at all, or ids in neither table).
-    :returns: ``{"flavor", "reasons": [...], "gpus": [{device_id, arch, name, source}]}``.
-    :raises AnsibleFilterError: when the request cannot work on these GPUs
-        (proprietary on Grace Hopper/Blackwell, open on Volta or older, or a
-        mix of both), naming the variable.
-    """
-    if requested not in ("auto", "open", "proprietary"):
-        raise AnsibleFilterError("nvidia_driver_flavor must be auto, open or proprietary, got %r" % (requested,))
-    if fallback not in ("open", "proprietary"):
-        raise AnsibleFilterError("nvidia_driver_flavor_fallback must be open or proprietary, got %r" % (fallback,))
-    infos = _gpu_archs(gpus)
-    need_open = [i for i in infos if i["arch"] in OPEN_REQUIRED]
-    no_open = [i for i in infos if i["arch"] and i["arch"] not in OPEN_CAPABLE]
-    unknown = [i for i in infos if not i["arch"]]
-    if need_open and no_open:
-        raise AnsibleFilterError(
-            "no driver flavour serves these GPUs together: %s need the open modules, %s are not supported by "
-            "them (nvidia_driver_flavor cannot fix this; split the GPUs across hosts)"
-            % (", ".join(map(_describe, need_open)), ", ".join(map(_describe, no_open))))
-    if requested == "proprietary" and need_open:
-        raise AnsibleFilterError(
-            "nvidia_driver_flavor: proprietary is not supported on %s: Grace Hopper and Blackwell GPUs need the "
-            "open kernel modules; set nvidia_driver_flavor: open (or auto)" % ", ".join(map(_describe, need_open)))
-    if requested == "open" and no_open:
-        raise AnsibleFilterError(
-            "nvidia_driver_flavor: open does not support %s (the open modules need Turing or later); set "
-            "nvidia_driver_flavor: proprietary (or auto)" % ", ".join(map(_describe, no_open)))
-    reasons = []
-    if requested != "auto":
-        flavor = requested
-        reasons.append("nvidia_driver_flavor is %s" % requested)
-    elif need_open:
-        flavor = "open"
-        reasons.append("%s require the open kernel modules" % ", ".join(map(_describe, need_open)))
-    elif no_open:
-        flavor = "proprietary"
-        reasons.append("%s predate Turing: only the proprietary modules support them"
-                       % ", ".join(map(_describe, no_open)))
-    elif infos and not unknown:
-        flavor = "open"
-        reasons.append("%s are Turing or later: NVIDIA recommends the open kernel modules"
-                       % ", ".join(sorted(set(map(_describe, infos)))))
-    elif infos:
-        flavor = fallback
-        reasons.append("architecture of %s unknown to the toolkit: nvidia_driver_flavor_fallback %s"
-                       % (", ".join(map(_describe, unknown)), fallback))
-    else:
-        flavor = fallback
-        reasons.append("no NVIDIA GPU in ansible_facts.gpudirect.gpus: nvidia_driver_flavor_fallback %s"
-                       % fallback)
-    if unknown and (requested != "auto" or infos != unknown):
-        reasons.append("not in the id table: %s" % ", ".join(map(_describe, unknown)))
-    return {"flavor": flavor, "reasons": reasons, "gpus": infos}
+    """Choose the kernel module flavour; see ``gpudirect_nvidia.choose_flavor``."""
+    return _wrap(_NV.choose_flavor, gpus, requested, fallback)
 
 
 def nvidia_driver_branch_check(branch, gpus=None, unlisted_ok=False):
-    """Check a driver branch against the toolkit's list and the GPUs.
+    """Check a driver branch against the GPUs; see ``gpudirect_nvidia.check_branch``."""
+    return _wrap(_NV.check_branch, branch, gpus, unlisted_ok)
 
-    :param branch: ``nvidia_driver_branch``, e.g. ``"580"``.
-    :param gpus: as for ``nvidia_driver_flavor``.
-    :param unlisted_ok: accept a well-formed branch missing from ``KNOWN_BRANCHES``.
-    :returns: ``{"branch": "580", "reasons": [...]}``.
-    :raises AnsibleFilterError: naming ``nvidia_driver_branch``.
-    """
-    text = str(branch or "").strip()
-    if not re.fullmatch(r"\d{3}", text):
-        raise AnsibleFilterError("nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
-                                 % (branch,))
-    if text not in KNOWN_BRANCHES and not unlisted_ok:
-        raise AnsibleFilterError(
-            "nvidia_driver_branch %s is not a branch the toolkit knows (%s); check the CUDA repository and set "
-            "nvidia_driver_branch_unlisted_ok: true to use it anyway" % (text, ", ".join(KNOWN_BRANCHES)))
-    number = int(text)
-    problems = []
-    for info in _gpu_archs(gpus):
-        low = ARCH_MIN_BRANCH.get(info["arch"])
-        high = ARCH_MAX_BRANCH.get(info["arch"])
-        if low and number < low:
-            problems.append("%s needs branch %d or later" % (_describe(info), low))
-        if high and number > high:
-            problems.append("%s is supported up to branch %d" % (_describe(info), high))
-    if problems:
-        raise AnsibleFilterError("nvidia_driver_branch %s does not support this host's GPUs: %s"
-                                 % (text, "; ".join(problems)))
-    return {"branch": text, "reasons": ["branch %s %s" % (text, "is known" if text in KNOWN_BRANCHES
-                                                                     else "is not listed (accepted)")]}
+
+def nvidia_fabricmanager_package(branch, os_family, version=""):
+    """Fabric manager package name and install spec; see ``gpudirect_nvidia.fabricmanager_package``."""
+    return _wrap(_NV.fabricmanager_package, branch, os_family, version)
+
+
+def nvidia_fabricmanager_plan(bridges, wanted="auto"):
+    """Install and start the fabric manager or not, and why; see ``gpudirect_nvidia.fabricmanager_plan``."""
+    return _wrap(_NV.fabricmanager_plan, bridges, wanted)
 
 
 def _load_versions():
@@ -479,16 +309,16 @@ def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=Non
     kernel = (facts.get("kernel") or {}).get("running")
     kver = _version_tuple(kernel)[:2]
     dmabuf_facts = facts.get("dmabuf") or {}
-    infos = _gpu_archs(facts.get("gpus"))
+    infos = _NV.gpu_infos(facts.get("gpus"))
     rc_major = rdma_core_major(rdma_core)
     has_ofed = bool(str(ofed or "").strip())
 
     ok, no = [], []
     if infos:
-        ok.append("%d GPU(s): %s" % (len(infos), ", ".join(map(_describe, infos))))
-        old = [i for i in infos if i["arch"] and i["arch"] not in OPEN_CAPABLE]
+        ok.append("%d GPU(s): %s" % (len(infos), ", ".join(map(_NV.describe, infos))))
+        old = [i for i in infos if i["known"] and not i["open"]]
         if old:
-            no.append("%s predate Turing (no open module, no dma-buf)" % ", ".join(map(_describe, old)))
+            no.append("%s: not supported by the open kernel module (no dma-buf)" % ", ".join(map(_NV.describe, old)))
     else:
         no.append("no NVIDIA GPU in the facts: dma-buf cannot be proven")
     if flavor == "open":
@@ -641,9 +471,11 @@ class FilterModule:
     def filters(self):
         """Return the filter name -> function mapping."""
         return {
-            "nvidia_gpu_arch": nvidia_gpu_arch,
+            "nvidia_gpu_info": nvidia_gpu_info,
             "nvidia_driver_flavor": nvidia_driver_flavor,
             "nvidia_driver_branch_check": nvidia_driver_branch_check,
+            "nvidia_fabricmanager_package": nvidia_fabricmanager_package,
+            "nvidia_fabricmanager_plan": nvidia_fabricmanager_plan,
             "nvidia_driver_version_parse": nvidia_driver_version_parse,
             "nvidia_driver_plan": nvidia_driver_plan,
             "rdma_core_major": rdma_core_major,

@@ -22,23 +22,12 @@ def gpu(device_id):
     return {"device_id": device_id, "vendor_id": "0x10de"}
 
 
-# --- architectures ---------------------------------------------------------
+# --- GPU data (module_utils/gpudirect_nvidia.py; more in test_nvidia_gpus.py) ---
 
-@pytest.mark.parametrize("device_id,arch", [
-    ("0x2330", "hopper"), ("0x2335", "hopper"), ("0x2342", "grace_hopper"),
-    ("0x20b0", "ampere"), ("0x20b5", "ampere"), ("0x1db4", "volta"), ("0x1db6", "volta"),
-    ("0x2901", "blackwell"), ("0x2941", "blackwell"), ("0x1eb8", "turing"), ("0x26b9", "ada"),
-    ("0x15f8", "pascal"), ("2335", "hopper"), (0x2330, "hopper"), ("0x2BB1", "blackwell"),
-])
-def test_arch_table(device_id, arch):
-    assert d.nvidia_gpu_arch(device_id)["arch"] == arch
-
-
-def test_arch_prefix_and_unknown():
-    info = d.nvidia_gpu_arch("0x2999")
-    assert info["arch"] == "blackwell" and info["source"] == "id prefix 0x29xx"
-    assert d.nvidia_gpu_arch("0x1d99")["arch"] is None  # 0x1d is mixed (GP108 / GV100)
-    assert d.nvidia_gpu_arch("junk")["source"] == "unknown"
+def test_gpu_info_filter_wraps_the_table():
+    info = d.nvidia_gpu_info("2330")
+    assert info["known"] and info["open"] and info["min_branch"] == 525
+    assert d.nvidia_gpu_info("junk")["known"] is False
 
 
 # --- flavour ---------------------------------------------------------------
@@ -64,9 +53,9 @@ def test_flavor_no_gpu_uses_fallback():
     assert d.nvidia_driver_flavor([], "auto", "open")["flavor"] == "open"
 
 
-def test_flavor_unknown_id_uses_fallback():
-    out = d.nvidia_driver_flavor([gpu("0x1d99")], "auto", "open")
-    assert out["flavor"] == "open" and "unknown" in out["reasons"][0]
+def test_flavor_unknown_id_is_refused_not_guessed():
+    with pytest.raises(AnsibleFilterError, match="0x1d99.*nvidia_driver_flavor: open or proprietary"):
+        d.nvidia_driver_flavor([gpu("0x1d99")], "auto", "open")
 
 
 def test_flavor_explicit():
@@ -175,7 +164,7 @@ def test_peermem_old_driver_nv_peer_mem():
 def test_peermem_explicit_dmabuf_refused_with_reasons():
     out = d.gpudirect_peermem_choice({"gpus": [gpu("0x1db4")], "kernel": {"running": "6.1.0"}}, "dmabuf",
                                      {"version": "535.1", "flavor": "proprietary"}, "44.0", "")
-    assert not out["ok"] and "predate Turing" in out["reasons"][0]
+    assert not out["ok"] and "not supported by the open kernel module" in out["reasons"][0]
 
 
 def test_peermem_nvidia_peermem_on_old_driver_refused():

@@ -140,10 +140,15 @@ def process_running(comm):
 
 
 def nvswitches():
+    """NVIDIA PCI functions of class 0x0680 (bridge), with their device ids.
+
+    NVSwitches are such functions, but so is a GH200 superchip's GPU; the role decides
+    which are switches from the ids (filter nvidia_fabricmanager_plan).
+    """
     out = []
     for dev in sorted(glob.glob("/sys/bus/pci/devices/*")):
         if read(dev + "/vendor") == "0x10de" and read(dev + "/class").startswith("0x0680"):
-            out.append(os.path.basename(dev))
+            out.append({"address": os.path.basename(dev), "device_id": read(dev + "/device")})
     return out
 
 

@@ -314,6 +314,40 @@ nv_build_date() {   # fixed, real-looking build dates per version
     *) echo "Wed Jan  1 00:00:00 UTC 2025" ;;
   esac
 }
+# fabricmanager_pkg NAME DRIVER_VERSION "extra control fields"
+# nv-fabricmanager -v prints the version; the service fails without an NVSwitch (NVIDIA PCI
+# function of class 0x0680 with id 0x1af1/0x22a3), as the real daemon does on such nodes.
+fabricmanager_pkg() {
+  local name=$1 ver=$2 fields=$3 r
+  r=$(new_pkg "$name" "$ver-1" amd64)
+  mkdir -p "$r/usr/bin" "$r/lib/systemd/system" "$r/usr/share/nvidia/nvswitch"
+  cat > "$r/usr/bin/nv-fabricmanager" <<EOF
+#!/bin/sh
+# STAND-IN for NVIDIA's nv-fabricmanager $ver (gpudirect-rdma tests/harness/standin_repo)
+case "\$1" in -v|--version) echo "Fabric Manager version is : $ver"; exit 0 ;; esac
+for d in /sys/bus/pci/devices/*; do
+  [ "\$(cat "\$d/vendor" 2>/dev/null)" = 0x10de ] || continue
+  case "\$(cat "\$d/device" 2>/dev/null)" in 0x1af1|0x22a3) exec sleep infinity ;; esac
+done
+echo "nv-fabricmanager: no NVSwitch found (stand-in)" >&2
+exit 1
+EOF
+  chmod 755 "$r/usr/bin/nv-fabricmanager"
+  printf '# stand-in fabric manager configuration\nLOG_LEVEL=4\n' > "$r/usr/share/nvidia/nvswitch/fabricmanager.cfg"
+  cat > "$r/lib/systemd/system/nvidia-fabricmanager.service" <<'EOF'
+[Unit]
+Description=NVIDIA fabric manager service (stand-in)
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  finish_pkg "$r" "$cuda" "$fields" "$name $ver: fabric manager for NVSwitch based systems"
+}
+
 for v in "${NVIDIA_VERSIONS[@]}"; do
   pv="$v-1"
   log "NVIDIA driver $v -> $cuda"
@@ -378,7 +412,18 @@ EOF
     finish_pkg "$r" "$cuda" "Depends: nvidia-driver-cuda (= $pv), nvidia-kernel-open-dkms (= $pv) | nvidia-kernel-dkms (= $pv)" \
       "$m metapackage $v"
   done
+
+  # Fabric manager, as the CUDA repository names it from branch 580: the real package is
+  # nvidia-fabricmanager at the driver version; nvidia-fabricmanager-580 is only a name it
+  # provides (virtual: apt cannot install it at a version).
+  fabricmanager_pkg nvidia-fabricmanager "$v" "Provides: nvidia-fabricmanager-$NVIDIA_BRANCH"
+  r=$(new_pkg "cuda-drivers-fabricmanager-$NVIDIA_BRANCH" "$pv" amd64)
+  finish_pkg "$r" "$cuda" "Depends: nvidia-fabricmanager (= $pv)" \
+    "cuda-drivers-fabricmanager-$NVIDIA_BRANCH metapackage $v"
 done
+# Before 580 the Debian/Ubuntu package carries the branch in its name (real version of the
+# R570 data-centre release 570.133.20); no 570 driver is built, it is here for its name.
+fabricmanager_pkg nvidia-fabricmanager-570 570.133.20 ""
 sign_flat_repo "$cuda" "$CUDA_FPR" "NVIDIA" "NVIDIA CUDA (gpudirect-rdma stand-in)" "/"
 cp "$work/keys/cuda-archive-keyring.asc" "$cuda/$CUDA_KEY_FILE"
 
