@@ -10,20 +10,48 @@ Pure functions used by the ``gpudirect_verify`` role:
   fixed-width table (a list of lines) for the end of the run.
 
 A host passes only on positive evidence: the module reported no diagnosis, compared
-more than zero bytes and found no mismatch. The role registers the module with
+more than zero bytes and found no mismatch, for every pair tested. On a node with
+GPUs, only GPU memory written by the NIC counts: a run that fell back to host memory
+(mode ``auto`` without dma-buf or a peer-memory module) is ``not_proven``, which
+fails the host like ``failed``; host memory passes where it was asked for
+(``gpudirect_verify_mode: host``, labelled "host memory only (requested)") or where
+the node has no GPU at all ("no GPU: RDMA path proven with host memory").
+
+``gpudirect_verify_pairs`` plans the GPU/NIC pairs of ``gpudirect_verify_coverage``
+(``module_utils/gpudirect_coverage.py``); the role runs the module once per pair and
+registers the loop, whose ``results`` the record judges one by one. The role registers the module with
 ``failed_when: false`` (so that the report is written before the host fails), which
 hides the module's own ``failed`` flag; the judgment therefore never relies on it.
 """
 
+import importlib.util
+import os
+
 from ansible.errors import AnsibleFilterError
 
-PASSED, FAILED, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN = (
-    "passed", "failed", "skipped", "would_run", "would_fail", "not_run")
+
+def _load_module_util(name):
+    """Import ``module_utils/<name>.py`` of this repository by path (filters run on the
+    controller, where the project's module_utils are not a package)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py")
+    spec = importlib.util.spec_from_file_location("_gpudirect_verify_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_coverage = _load_module_util("gpudirect_coverage")
+
+PASSED, FAILED, NOT_PROVEN, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN = (
+    "passed", "failed", "not_proven", "skipped", "would_run", "would_fail", "not_run")
+# The statuses that fail the host (the role's last task).
+FAILING = (FAILED, NOT_PROVEN)
 
 # How each status reads in the tables.
 STATUS_TEXT = {
     PASSED: "passed",
     FAILED: "FAILED",
+    NOT_PROVEN: "NOT PROVEN",
     SKIPPED: "skipped",
     WOULD_RUN: "check: would run",
     WOULD_FAIL: "check: would FAIL",
@@ -120,44 +148,126 @@ def gpudirect_verify_pair(record):
     return "%s <-> %s" % (left, right)
 
 
-def gpudirect_verify_record(result=None, host="", skip=None, check_mode=False, time=None):
+NO_GPU_REASON = "auto: no GPU"
+
+
+def memory_label(mode, mode_reason, gpu_count=None):
+    """What the NIC wrote into, as the reports say it."""
+    if mode == "cuda_dmabuf":
+        return "GPU memory (dma-buf)"
+    if mode == "cuda_peermem":
+        return "GPU memory (peer-memory module)"
+    if mode != "host":
+        return None
+    if mode_reason == NO_GPU_REASON or (gpu_count == 0 and mode_reason == "requested"):
+        return "no GPU: RDMA path proven with host memory"
+    if mode_reason == "requested":
+        return "host memory only (requested)"
+    return "host memory (GPU memory not tested)"
+
+
+def _not_proven(mode_reason, gpu_count):
+    return _diagnosis(
+        NOT_PROVEN,
+        "GPU memory was not tested: mode auto fell back to host memory (%s) on a node with %s; the RDMA "
+        "path works with host memory, but GPUDirect RDMA is not proven." % (
+            mode_reason, "GPUs" if gpu_count is None else "%d GPU%s" % (gpu_count, "" if gpu_count == 1 else "s")),
+        "Make a GPU memory path usable, then run playbooks/verify.yml: the open NVIDIA kernel module on a "
+        "kernel >= 5.12 (dma-buf), or nvidia_peermem loaded (the gpudirect_peermem stage). To accept host "
+        "memory only on this node, set gpudirect_verify_mode: host (the report then says 'host memory only "
+        "(requested)').")
+
+
+def _pair_record(result, check_mode, gpu_count):
+    """One tested pair: the module's figures and this pair's verdict."""
+    rec = dict((key, None) for key in COPIED)
+    rec.update(distance=None, selection_reason=None, rdma_pci_address=None, would_run=None, module_result=None,
+               path_warnings=[], memory=None)
+    status, diagnosis = _judge(result, check_mode)
+    if isinstance(result, dict):
+        for key in COPIED:
+            rec[key] = result.get(key)
+        selection = result.get("selection") if isinstance(result.get("selection"), dict) else {}
+        rec["distance"] = selection.get("distance")
+        rec["selection_reason"] = selection.get("reason")
+        rec["rdma_pci_address"] = selection.get("rdma_pci_address")
+        rec["path_warnings"] = list(result.get("path_warnings") or [])
+        rec["would_run"] = result.get("would_run")
+        rec["module_result"] = _clean_result(result)
+        rec["memory"] = memory_label(rec["mode"], rec["mode_reason"], gpu_count)
+        if rec["distance"] is None and isinstance(result.get("item"), dict):
+            rec["distance"] = result["item"].get("distance")   # the planned pair's class
+        reason = rec["mode_reason"] or ""
+        fell_back = reason.startswith("auto") or (bool(gpu_count) and reason != "requested")
+        if rec["mode"] == "host" and fell_back and reason != NO_GPU_REASON and status in (PASSED, WOULD_RUN):
+            status, diagnosis = (WOULD_FAIL if check_mode else NOT_PROVEN), _not_proven(rec["mode_reason"], gpu_count)
+    rec["status"], rec["diagnosis"] = status, diagnosis
+    rec["result"] = STATUS_TEXT[status]
+    rec["pair"] = gpudirect_verify_pair(rec)
+    return rec
+
+
+# Which pair's verdict speaks for the host: the worst, in this order.
+_WORST_FIRST = (FAILED, WOULD_FAIL, NOT_PROVEN, SKIPPED, WOULD_RUN, PASSED)
+
+
+def gpudirect_verify_record(result=None, host="", skip=None, check_mode=False, time=None, gpu_count=None,
+                            coverage=None):
     """One host's verification record.
 
-    ``result`` is the registered ``gpudirect_loopback`` result; ``skip`` a
-    ``{"code": ..., "message": ...}`` reason not to run (then ``result`` is ignored);
-    ``check_mode`` whether the run was ``--check``; ``time`` when it ran (text).
+    ``result`` is the registered ``gpudirect_loopback`` result, or the registered loop
+    over the planned pairs (``{"results": [...]}``); ``skip`` a ``{"code": ...,
+    "message": ...}`` reason not to run (then ``result`` is ignored); ``check_mode``
+    whether the run was ``--check``; ``time`` when it ran (text); ``gpu_count`` the GPUs
+    the facts list (labels host memory on a node without GPU); ``coverage`` the knob.
+
+    ``pairs`` holds every tested pair with its own verdict; the host passes only when
+    every pair passed. The top-level figures are those of the worst pair (the first
+    one that did not pass, else the first).
     """
-    record = {"host": host, "time": time, "check_mode": bool(check_mode), "notes": [], "path_warnings": []}
+    record = {"host": host, "time": time, "check_mode": bool(check_mode), "notes": [], "path_warnings": [],
+              "coverage": coverage, "gpu_count": gpu_count, "pairs": []}
     for key in COPIED:
         record[key] = None
     record.update(distance=None, selection_reason=None, rdma_pci_address=None, would_run=None,
-                  module_result=None)
+                  module_result=None, memory=None)
     if skip:
         if not isinstance(skip, dict) or not skip.get("code"):
             raise AnsibleFilterError("gpudirect_verify_record: skip must be {code, message}, got %r" % (skip,))
         record["status"] = SKIPPED
         record["diagnosis"] = _diagnosis(skip["code"], skip.get("message") or skip["code"], skip.get("fix") or "")
     else:
-        status, diagnosis = _judge(result, check_mode)
-        record["status"], record["diagnosis"] = status, diagnosis
-        if isinstance(result, dict):
-            for key in COPIED:
-                record[key] = result.get(key)
-            selection = result.get("selection") if isinstance(result.get("selection"), dict) else {}
-            record["distance"] = selection.get("distance")
-            record["selection_reason"] = selection.get("reason")
-            record["rdma_pci_address"] = selection.get("rdma_pci_address")
-            record["path_warnings"] = list(result.get("path_warnings") or [])
-            record["would_run"] = result.get("would_run")
-            record["module_result"] = _clean_result(result)
-            reason = record["mode_reason"] or ""
-            if record["mode"] == "host" and reason.startswith("auto") and reason != "auto: no GPU":
-                record["notes"].append(
-                    "GPU memory was not tested: mode auto fell back to host memory (%s); GPUDirect RDMA "
-                    "is not proven on this node." % reason)
+        results = result.get("results") if isinstance(result, dict) and isinstance(result.get("results"), list) \
+            else [result]
+        pairs = [_pair_record(r, check_mode, gpu_count) for r in results] or [_pair_record(None, check_mode,
+                                                                                          gpu_count)]
+        record["pairs"] = pairs
+        worst = min(pairs, key=lambda p: _WORST_FIRST.index(p["status"]))
+        for key in COPIED + ("distance", "selection_reason", "rdma_pci_address", "would_run", "module_result",
+                             "memory"):
+            record[key] = worst[key]
+        record["path_warnings"] = [w for p in pairs for w in p["path_warnings"]]
+        record["status"] = worst["status"]
+        diagnosis = worst["diagnosis"]
+        if diagnosis and len(pairs) > 1:
+            diagnosis = dict(diagnosis, message="%s (%d of %d pairs did not pass): %s" % (
+                worst["pair"], sum(1 for p in pairs if p["status"] != PASSED), len(pairs), diagnosis["message"]))
+        record["diagnosis"] = diagnosis
+        if len(pairs) > 1 and record["would_run"] is not None:
+            record["would_run"] = [cmd for p in pairs for cmd in (p["would_run"] or [])]
     record["result"] = STATUS_TEXT[record["status"]]
     record["pair"] = gpudirect_verify_pair(record)
     return record
+
+
+def gpudirect_verify_pairs(facts, coverage="nearest", gpu="", rdma_device="", mode="auto"):
+    """The pairs the role runs the module on: ``[{gpu, nic, distance}]`` (see
+    ``module_utils/gpudirect_coverage.py``)."""
+    try:
+        return _coverage.plan_pairs(facts if isinstance(facts, dict) else {}, coverage, gpu or "",
+                                    rdma_device or "", host_memory=(mode == "host"))
+    except _coverage.CoverageError as exc:
+        raise AnsibleFilterError(str(exc))
 
 
 def _num(value, fmt):
@@ -183,6 +293,9 @@ def gpudirect_verify_report_md(record):
         ("time", r.get("time")),
         ("mode", "%s (%s)" % (r.get("mode") or "-", r.get("mode_reason")) if r.get("mode_reason")
          else r.get("mode")),
+        ("memory written by the NIC", r.get("memory")),
+        ("pairs tested", "%d (coverage %s)" % (len(r.get("pairs") or []), r.get("coverage") or "-")
+         if len(r.get("pairs") or []) > 1 else None),
         ("pair", r.get("pair") or gpudirect_verify_pair(r)),
         ("selected because", r.get("selection_reason")),
         ("RDMA device PCI address", r.get("rdma_pci_address")),
@@ -208,6 +321,10 @@ def gpudirect_verify_report_md(record):
     rows = [(k, v) for k, v in rows if k in keep or v not in (None, "", "-")]
     lines = ["# GPUDirect RDMA verification: %s" % (r.get("host") or "?"), "", "| | |", "|---|---|"]
     lines += ["| %s | %s |" % (_md_cell(k), _md_cell(v)) for k, v in rows]
+    if r.get("pairs"):
+        lines += ["", "## Pairs tested", "", "| " + " | ".join(PAIR_COLUMNS) + " |",
+                  "|" + "---|" * len(PAIR_COLUMNS)]
+        lines += ["| %s |" % " | ".join(_md_cell(c) for c in _pair_cells(p)) for p in r["pairs"]]
     if diag:
         lines += ["", "## %s" % ("Why it was skipped" if r["status"] == SKIPPED else "Diagnosis: " + diag["code"]),
                   "", diag.get("message") or ""]
@@ -225,7 +342,28 @@ def gpudirect_verify_report_md(record):
     return "\n".join(lines) + "\n"
 
 
-TABLE_COLUMNS = ("host", "result", "mode", "pair", "bytes", "Gbit/s", "of port", "diagnosis")
+PAIR_COLUMNS = ("GPU", "NIC", "distance", "bytes", "Gbit/s", "of port", "verdict", "diagnosis")
+TABLE_COLUMNS = ("host", "result", "mode") + PAIR_COLUMNS
+
+
+def _gpu_cell(p):
+    if p.get("gpu"):
+        return p["gpu"]
+    if p.get("mode") == "host":
+        return {"no GPU: RDMA path proven with host memory": "no GPU (host memory)",
+                "host memory only (requested)": "host memory (requested)"}.get(p.get("memory"), "host memory")
+    return "-"
+
+
+def _pair_cells(p):
+    """One tested pair as the cells of PAIR_COLUMNS."""
+    nic = p.get("rdma_device")
+    if nic and p.get("port") is not None:
+        nic = "%s/%s" % (nic, p["port"])
+    diag = p.get("diagnosis") or {}
+    return (_gpu_cell(p), nic or "-", p.get("distance") or "-", _num(p.get("bytes_compared"), "%d"),
+            _num(p.get("bandwidth_gbps"), "%.2f"), _num(p.get("ratio_port"), "%.3f"),
+            STATUS_TEXT.get(p.get("status"), p.get("status") or "-"), diag.get("code") or "-")
 
 
 def gpudirect_verify_fleet_table(records, hosts=None):
@@ -253,14 +391,16 @@ def gpudirect_verify_fleet_table(records, hosts=None):
         r = by_host.get(host)
         if r is None:
             status = NOT_RUN
-            rows.append((host, STATUS_TEXT[NOT_RUN], "-", "-", "-", "-", "-", "failed or unreachable earlier"))
+            rows.append((host, STATUS_TEXT[NOT_RUN]) + ("-",) * (len(TABLE_COLUMNS) - 3)
+                        + ("failed or unreachable earlier",))
         else:
             status = r["status"]
             diag = r.get("diagnosis") or {}
-            rows.append((host, STATUS_TEXT.get(status, status), r.get("mode") or "-",
-                         r.get("pair") or gpudirect_verify_pair(r), _num(r.get("bytes_compared"), "%d"),
-                         _num(r.get("bandwidth_gbps"), "%.2f"), _num(r.get("ratio_port"), "%.3f"),
-                         diag.get("code") or ("note" if r.get("notes") else "-")))
+            pairs = r.get("pairs") or [r]
+            for p in pairs:    # one row per pair tested; a skipped host has one row of its own
+                cells = _pair_cells(p) if r.get("pairs") else ("-",) * (len(PAIR_COLUMNS) - 2) + (
+                    STATUS_TEXT.get(status, status), diag.get("code") or "-")
+                rows.append((host, STATUS_TEXT.get(status, status), p.get("mode") or "-") + tuple(cells))
             if diag:
                 problems.append("  %s: %s%s" % (host, diag.get("message"),
                                                 " What to do: %s" % diag["fix"] if diag.get("fix") else ""))
@@ -276,7 +416,7 @@ def gpudirect_verify_fleet_table(records, hosts=None):
     if rows:
         lines += [line(TABLE_COLUMNS), line(["-" * w for w in widths])] + [line(row) for row in rows]
     lines.append("  " + ", ".join("%d %s" % (counts[s], STATUS_TEXT[s])
-                                   for s in (PASSED, FAILED, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN)
+                                   for s in (PASSED, FAILED, NOT_PROVEN, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN)
                                    if counts.get(s)) if counts else "  no hosts")
     return lines + problems
 
@@ -290,4 +430,5 @@ class FilterModule(object):
             "gpudirect_verify_pair": gpudirect_verify_pair,
             "gpudirect_verify_report_md": gpudirect_verify_report_md,
             "gpudirect_verify_fleet_table": gpudirect_verify_fleet_table,
+            "gpudirect_verify_pairs": gpudirect_verify_pairs,
         }

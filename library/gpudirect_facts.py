@@ -265,6 +265,12 @@ ansible_facts:
               description: Firmware version, null when absent (software devices).
               type: str
               sample: "20.39.1002"
+            link:
+              description:
+                - PCIe link of the device's PCI function (C(current_speed_gts), C(current_width), C(max_speed_gts),
+                  C(max_width), as for GPUs); null for a software device without one.
+              type: dict
+              sample: {"current_speed_gts": 16.0, "current_width": 16, "max_speed_gts": 16.0, "max_width": 16}
             netdevs:
               description: Network interfaces of the device.
               type: list
@@ -951,6 +957,8 @@ class Collector(object):
             "node_type": node_type,
             "node_guid": read_text(os.path.join(devdir, "node_guid")),
             "fw_ver": read_text(os.path.join(devdir, "fw_ver")) or None,
+            # the PCIe link of the NIC's function, for the degraded-link finding (null: no PCI function)
+            "link": fn.to_dict()["link"] if fn is not None else None,
             "netdevs": netdevs,
             "ports": ports,
         }

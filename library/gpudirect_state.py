@@ -14,13 +14,18 @@ description:
   - Computes a fingerprint of everything the toolkit's stages manage on a node - running and default boot
     kernel, kernel command line, reboot-required flags, the package database, the DKMS tree and built
     modules, installed kernels and boot loader files, the watched kernel modules and their C(srcversion),
-    the ACS control register of every PCIe function that has one, the active state of the given units, and
+    the ACS control register of every PCIe function that has one, the GPU and NIC inventory (PCI address,
+    vendor and device id, current and maximum link speed and width, NUMA node), the NIC firmware versions
+    (C(/sys/class/infiniband/*/fw_ver)), the peer-memory path (loaded peer-memory module, dma-buf), the
+    active state of the given units and of every C(gpudirect-*.service) installed, and
     the content of the configuration trees the roles write (C(/etc/apt), C(/etc/modprobe.d),
     C(/etc/modules-load.d), C(/etc/systemd/system), C(/etc/security/limits.d), C(/etc/default/grub.d),
     C(/etc/gpudirect), C(/usr/local/sbin), C(/var/lib/gpudirect), ...).
   - With O(state=query) (read-only) it compares the node and the controller's O(inputs) with the record at
     O(path) and returns C(unchanged=true) only when nothing differs; otherwise C(differences) says what did.
   - With O(state=record) it writes the record (JSON, mode 0600); C(changed) only when its content changes.
+  - With O(state=absent) it removes the record (a verification failed), so that the next run is a full one;
+    C(changed) only when there was one.
   - The fingerprint errs on the side of a full run - any package installed, any file in the watched trees
     edited - since a full run is only slower, while a missed difference would leave drift unrepaired.
 version_added: "1.1.0"
@@ -33,9 +38,10 @@ options:
     default: /var/lib/gpudirect/converged.json
   state:
     description:
-      - C(query) compares with the record and changes nothing; C(record) writes the current fingerprint.
+      - C(query) compares with the record and changes nothing; C(record) writes the current fingerprint;
+        C(absent) removes the record.
     type: str
-    choices: [query, record]
+    choices: [query, record, absent]
     default: query
   inputs:
     description:
@@ -44,7 +50,10 @@ options:
     type: str
     required: true
   units:
-    description: systemd units whose active state is part of the fingerprint (missing units read C(inactive)).
+    description:
+      - systemd units whose active state is part of the fingerprint (missing units read C(inactive)).
+      - The toolkit's own units (C(gpudirect-*.service) under C(/etc/systemd/system), C(/lib/systemd/system),
+        C(/usr/lib/systemd/system)) are added to them.
     type: list
     elements: str
     default: []
@@ -58,7 +67,7 @@ options:
 attributes:
   check_mode:
     support: full
-    description: O(state=query) only reads; O(state=record) reports whether it would write.
+    description: O(state=query) only reads; O(state=record) and O(state=absent) report whether they would write or remove.
   diff_mode:
     support: none
     description: The record is a machine-made digest; C(differences) is the readable account.
@@ -66,9 +75,9 @@ attributes:
     platforms: linux
     description: Linux hosts (dpkg or rpm).
 notes:
-  - The record is written by the last play of C(site.yml) after verification, only on an untagged, non-check
-    run that needed no further reboot; a failed run leaves the old record, which no longer matches a node
-    the run changed, so the next run is a full one.
+  - The record is written by the last play of C(site.yml) only after a verification that passed in the same
+    run, on an untagged, non-check run that needed no further reboot; a verification that failed (or was
+    not proven) removes it (C(playbooks/verify.yml)), so the next run is a full one.
 requirements:
   - Python 3 on the node; C(systemctl) for O(units).
 """
@@ -85,6 +94,11 @@ EXAMPLES = r"""
     state: record
     inputs: "{{ gpudirect_state_inputs }}"
     units: [nvidia-persistenced.service]
+
+- name: Forget the converged state of a node whose verification failed
+  gpudirect_state:
+    state: absent
+    inputs: "{{ gpudirect_state_inputs | default('none') }}"
 """
 
 RETURN = r"""
@@ -110,10 +124,10 @@ path:
   type: str
   sample: /var/lib/gpudirect/converged.json
 summary:
-  description: Sizes of the fingerprint (files watched, loaded watched modules, ACS functions, units).
+  description: Sizes of the fingerprint (files watched, loaded watched modules, ACS functions, units, GPUs and NICs).
   returned: always
   type: dict
-  sample: {"config_files": 212, "loaded_modules": 3, "acs_functions": 1, "units": 2}
+  sample: {"config_files": 212, "loaded_modules": 3, "acs_functions": 1, "units": 2, "devices": 9}
 """
 
 import datetime
@@ -122,7 +136,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_state import differences, fingerprint
+from ansible.module_utils.gpudirect_state import differences, fingerprint, own_units
 
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
@@ -173,11 +187,25 @@ def write_record(module, path, content):
                              "gpudirect_state_record_path to a writable local path." % (path, exc), path=path)
 
 
+def remove_record(module, node_path, path):
+    """state=absent: remove the record and exit."""
+    exists = os.path.lexists(node_path)
+    if exists and not module.check_mode:
+        try:
+            os.unlink(node_path)
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="Cannot remove the converged-state record %s: %s. Remove it by hand (the next run "
+                                 "would otherwise skip the install stages on a node that failed verification)."
+                                 % (path, exc), path=path)
+    module.exit_json(changed=exists, path=path, unchanged=False, recorded_at=None, summary={},
+                     differences=["the record was removed" if exists else "there was no record"])
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", default="/var/lib/gpudirect/converged.json"),
-            state=dict(type="str", choices=["query", "record"], default="query"),
+            state=dict(type="str", choices=["query", "record", "absent"], default="query"),
             inputs=dict(type="str", required=True),
             units=dict(type="list", elements="str", default=[]),
             root=dict(type="path", default="/"),
@@ -193,8 +221,11 @@ def main():
     path = params["path"]
     live = params["root"] == "/"
     node_path = os.path.join(params["root"], path.lstrip("/")) if not live else path
+    if params["state"] == "absent":
+        remove_record(module, node_path, path)
+    units = list(params["units"]) + [u for u in own_units(params["root"]) if u not in params["units"]]
     current = {"inputs": params["inputs"],
-               "fingerprint": fingerprint(params["root"], units=unit_states(module, params["units"]),
+               "fingerprint": fingerprint(params["root"], units=unit_states(module, units),
                                           runner=module if live else None, live=live, exclude=(path,))}
     record, unusable, mtime = read_record(node_path, path)
     reasons = [unusable] if unusable else differences(record, current)
@@ -204,7 +235,7 @@ def main():
         recorded_at=(datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
                      if mtime is not None else None),
         summary={"config_files": len(fp["config"]), "loaded_modules": len(fp["loaded_modules"]),
-                 "acs_functions": len(fp["acs"]), "units": len(fp["units"])},
+                 "acs_functions": len(fp["acs"]), "units": len(fp["units"]), "devices": len(fp["devices"])},
     )
     if params["state"] == "record":
         content = json.dumps(current, sort_keys=True, indent=1) + "\n"

@@ -21,9 +21,13 @@ import os
 import stat
 
 from ansible.module_utils.gpudirect_kernel import default_boot_kernel, running_kernel
-from ansible.module_utils.gpudirect_pci import acs_info, list_pci_addresses, pci_device_dir, read_config
+from ansible.module_utils.gpudirect_pci import (PCI_VENDOR_MELLANOX, PCI_VENDOR_NVIDIA, acs_info, list_pci_addresses,
+                                                pci_address_of, pci_device_dir, read_config, read_pci_function,
+                                                read_text)
 
-FORMAT = 1
+# 2: the GPU and NIC inventory, NIC firmware, the peer-memory path and the toolkit's
+# own units joined the fingerprint; a format 1 record means one full run.
+FORMAT = 2
 
 # Configuration the roles write (repositories, pins, keys, modprobe and
 # modules-load files, units and drop-ins, limits, GRUB drop-ins, local facts,
@@ -50,6 +54,12 @@ REBOOT_FLAGS = ("run/reboot-required", "var/run/reboot-required")
 WATCHED_MODULES = ("nvidia", "nvidia_peermem", "nv_peer_mem", "gdrdrv", "nouveau",
                    "ib_core", "ib_uverbs", "mlx5_core", "mlx5_ib")
 DKMS_SKIP = ("build",)
+# The toolkit's own boot units (gpudirect-nvidia-peermem.service, gpudirect-pcie-acs.service,
+# ...): every one installed is watched, whatever gpudirect_state_units lists.
+OWN_UNIT_PREFIX = "gpudirect-"
+UNIT_DIRS = ("etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+# Modules that give the NIC a path into GPU memory (the dma-buf path needs none).
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 
 
 def _under(root, relative):
@@ -212,6 +222,82 @@ def reboot_flags(root="/"):
     return sorted("/" + name for name in REBOOT_FLAGS if os.path.exists(_under(root, name)))
 
 
+def _link(speed, width):
+    return "%s GT/s x%s" % ("?" if speed is None else ("%g" % speed), "?" if width is None else width)
+
+
+def _rdma_names_by_address(root):
+    """{'0000:04:00.0': ['mlx5_0']} from /sys/class/infiniband/*/device."""
+    base = _under(root, "sys/class/infiniband")
+    names = {}
+    try:
+        entries = sorted(os.listdir(base))
+    except (IOError, OSError):
+        return names
+    for name in entries:
+        address = pci_address_of(root or "/", os.path.join(base, name, "device"))
+        if address:
+            names.setdefault(address, []).append(name)
+    return names
+
+
+def device_inventory(root="/"):
+    """{'0000:03:00.0': 'gpu 10de:2335 numa 0 link 32 GT/s x16 of 32 GT/s x16', ...} for every
+    NVIDIA GPU (class 03xx), every function with an RDMA device and every Mellanox
+    function: a GPU that fell off the bus, a NIC that lost its RDMA device, a link that
+    trained narrower or slower than before, all change it."""
+    rdma = _rdma_names_by_address(root)
+    result = {}
+    for address in list_pci_addresses(root):
+        try:
+            fn = read_pci_function(root or "/", address)
+        except Exception:  # one unreadable function must not hide the others
+            result[address] = "unreadable"
+            continue
+        is_gpu = fn.vendor == PCI_VENDOR_NVIDIA and fn.pci_class is not None and (fn.pci_class >> 16) == 0x03
+        if not (is_gpu or address in rdma or fn.vendor == PCI_VENDOR_MELLANOX):
+            continue
+        if fn.pci_class is not None and (fn.pci_class >> 16) == 0x06:
+            continue   # a Mellanox bridge (BlueField, ConnectX switch ports): not a device we verify
+        kind = "gpu" if is_gpu else "nic " + ",".join(rdma.get(address) or ["(no RDMA device)"])
+        result[address] = "%s %04x:%04x numa %s link %s of %s" % (
+            kind, fn.vendor or 0, fn.device or 0, fn.numa_node,
+            _link(fn.current_link_speed, fn.current_link_width), _link(fn.max_link_speed, fn.max_link_width))
+    return result
+
+
+def nic_firmware(root="/"):
+    """{'mlx5_0': '20.39.1002'} from /sys/class/infiniband/*/fw_ver (soft devices have none)."""
+    base = _under(root, "sys/class/infiniband")
+    try:
+        names = sorted(os.listdir(base))
+    except (IOError, OSError):
+        return {}
+    return dict((name, read_text(os.path.join(base, name, "fw_ver")) or "none") for name in names)
+
+
+def peer_memory_path(root="/", loaded=None):
+    """How the NIC reaches GPU memory now: the loaded peer-memory modules and/or
+    dma-buf (the open NVIDIA module), or 'none'."""
+    loaded = loaded_modules(root) if loaded is None else loaded
+    parts = [name for name in PEERMEM_MODULES if name in loaded]
+    if "Open Kernel Module" in (read_text(_under(root, "proc/driver/nvidia/version")) or ""):
+        parts.append("dma-buf (open NVIDIA module)")
+    return " + ".join(parts) or "none"
+
+
+def own_units(root="/"):
+    """The toolkit's unit files installed on the node (gpudirect-*.service), sorted."""
+    found = set()
+    for directory in UNIT_DIRS:
+        try:
+            names = os.listdir(_under(root, directory))
+        except (IOError, OSError):
+            continue
+        found.update(n for n in names if n.startswith(OWN_UNIT_PREFIX) and n.endswith(".service"))
+    return sorted(found)
+
+
 def kernel_state(root="/", runner=None, live=False):
     default, source, _warnings = default_boot_kernel(root, runner=runner, live=live)
     cmdline = ""
@@ -227,14 +313,18 @@ def kernel_state(root="/", runner=None, live=False):
 def fingerprint(root="/", units=None, runner=None, live=False, exclude=()):
     """The node's fingerprint (see module docstring). ``units`` maps unit name
     to its active state, as read by the caller (systemctl needs a live host)."""
+    loaded = loaded_modules(root)
     return {
         "format": FORMAT,
         "kernel": kernel_state(root, runner=runner, live=live),
         "packages": package_digest(root),
         "built_modules": built_modules_digest(root),
         "boot": boot_digest(root),
-        "loaded_modules": loaded_modules(root),
+        "loaded_modules": loaded,
+        "peer_memory": peer_memory_path(root, loaded),
         "acs": acs_controls(root),
+        "devices": device_inventory(root),
+        "firmware": nic_firmware(root),
         "units": dict(units or {}),
         "config": config_digests(root, exclude=exclude),
     }
@@ -283,7 +373,10 @@ def differences(recorded, current):
                        ("boot", "installed kernels or boot loader configuration")):
         if old.get(key) != new.get(key):
             reasons.append("%s changed" % label)
-    for key, label in (("loaded_modules", "loaded module"), ("acs", "ACS control of"), ("units", "unit")):
+    if old.get("peer_memory") != new.get("peer_memory"):
+        reasons.append("peer-memory path: %s -> %s" % (old.get("peer_memory"), new.get("peer_memory")))
+    for key, label in (("loaded_modules", "loaded module"), ("acs", "ACS control of"),
+                       ("devices", "GPU/NIC"), ("firmware", "NIC firmware of"), ("units", "unit")):
         changed = _changed_keys(old.get(key), new.get(key))
         if changed:
             reasons.append("%s %s" % (label, _short_list(

@@ -66,7 +66,8 @@ def test_record_then_query_matches_and_rerecord_changes_nothing(node, tmp_path, 
     assert result["unchanged"] is True, result["differences"]
     assert result["differences"] == []
     assert result["recorded_at"].endswith("Z")
-    assert result["summary"] == {"config_files": 4, "loaded_modules": 5, "acs_functions": 4, "units": 0}
+    # devices: the GPU, mlx5_0, mlx5_1 and the unbound Mellanox function 81:00.1
+    assert result["summary"] == {"config_files": 4, "loaded_modules": 5, "acs_functions": 4, "units": 0, "devices": 4}
     again = run(run_module, tmp_path, state="record")
     assert again["changed"] is False
     record = json.load(open(os.path.join(str(tmp_path), RECORD.lstrip("/"))))
@@ -126,6 +127,27 @@ def _cmdline(t):
     t.cmdline("BOOT_IMAGE=/boot/vmlinuz-6.1.0-18-amd64 root=UUID=x ro quiet")
 
 
+def _gpu_fell_off_the_bus(t):
+    os.unlink(t.abs("sys/bus/pci/devices/0000:03:00.0"))
+
+
+def _nic_firmware_updated(t):
+    t.write("sys/class/infiniband/mlx5_0/fw_ver", "20.40.1000\n")
+
+
+def _gpu_link_trained_at_x8(t):
+    t.write(os.path.join(t.pci_dirs["0000:03:00.0"], "current_link_width"), "8\n")
+
+
+def _nic_link_trained_at_gen3(t):
+    t.write(os.path.join(t.pci_dirs["0000:04:00.0"], "current_link_speed"), "8.0 GT/s PCIe\n")
+
+
+def _peermem_path_gone(t):
+    t.write("proc/modules", "nvidia 56623104 0 - Live 0x0\nmlx5_ib 409600 0 - Live 0x0\n"
+            "ib_core 454656 1 mlx5_ib, Live 0x0\nmlx5_core 2076672 1 mlx5_ib, Live 0x0\n")
+
+
 DRIFT = [
     (_edit_config, "configuration files changed: /etc/modprobe.d/gpudirect-blacklist-nouveau.conf"),
     (_remove_config, "configuration files changed: /etc/security/limits.d/90-gpudirect-memlock.conf"),
@@ -138,6 +160,13 @@ DRIFT = [
     (_reboot_flag, "reboot-required flags: [] -> ['/run/reboot-required']"),
     (_dkms_built_more, "built kernel modules (DKMS tree, updates/extra directories) changed"),
     (_cmdline, "kernel command line: BOOT_IMAGE"),
+    (_gpu_fell_off_the_bus, "GPU/NIC 0000:03:00.0: removed"),
+    (_nic_firmware_updated, "NIC firmware of mlx5_0: 20.39.1002 -> 20.40.1000"),
+    (_gpu_link_trained_at_x8, "GPU/NIC 0000:03:00.0: gpu 10de:2335 numa 0 link 32 GT/s x16 of 32 GT/s x16 -> "
+                              "gpu 10de:2335 numa 0 link 32 GT/s x8 of 32 GT/s x16"),
+    (_nic_link_trained_at_gen3, "GPU/NIC 0000:04:00.0: nic mlx5_0 15b3:101b numa 0 link 16 GT/s x16 of 16 GT/s x16 "
+                                "-> nic mlx5_0 15b3:101b numa 0 link 8 GT/s x16 of 16 GT/s x16"),
+    (_peermem_path_gone, "peer-memory path: nvidia_peermem -> none"),
 ]
 
 
@@ -169,7 +198,7 @@ def test_units_are_read_as_unknown_off_host(node, tmp_path, run_module):
     ("{not json", "is unreadable"),
     ("[1, 2]", "is not a JSON object"),
     ("{}", "the record holds no fingerprint"),
-    ('{"inputs": "x", "fingerprint": {"format": 0}}', "the record was written by another toolkit version (format 0, now 1)"),
+    ('{"inputs": "x", "fingerprint": {"format": 0}}', "the record was written by another toolkit version (format 0, now 2)"),
 ], ids=["not-json", "list", "no-fingerprint", "old-format"])
 def test_malformed_record_means_a_full_run_never_a_crash(node, tmp_path, run_module, content, reason):
     node.write(RECORD.lstrip("/"), content)
@@ -308,3 +337,47 @@ def test_h100_record_against_a_rebuilt_driver_and_a_new_kernel():
     assert fp.differences(record, now) == [
         "running kernel: %s -> 6.18.45-fc-v658-gpu" % record["fingerprint"]["kernel"]["running"],
         "loaded module nvidia: %s -> %s" % (old_src, "0" * len(old_src))]
+
+
+# --------------------------------------------------------------------------- inventory, own units, removal
+
+def test_fingerprint_lists_the_gpu_and_nic_inventory_firmware_and_peer_memory(node, tmp_path):
+    current = fp.fingerprint(str(tmp_path))
+    assert current["devices"] == {
+        "0000:03:00.0": "gpu 10de:2335 numa 0 link 32 GT/s x16 of 32 GT/s x16",
+        "0000:04:00.0": "nic mlx5_0 15b3:101b numa 0 link 16 GT/s x16 of 16 GT/s x16",
+        "0000:81:00.0": "nic mlx5_1 15b3:101b numa 1 link 16 GT/s x16 of 16 GT/s x16",
+        "0000:81:00.1": "nic (no RDMA device) 15b3:101b numa 1 link ? GT/s x? of ? GT/s x?",
+    }
+    assert current["firmware"] == {"mlx5_0": "20.39.1002", "mlx5_1": "20.39.1002"}
+    assert current["peer_memory"] == "nvidia_peermem"   # a proprietary 535 driver: no dma-buf
+
+
+def test_a_format_1_record_means_one_full_run(node, tmp_path, run_module):
+    path = os.path.join(str(tmp_path), RECORD.lstrip("/"))
+    record = json.load(open(path))
+    record["fingerprint"]["format"] = 1
+    with open(path, "w") as handle:
+        json.dump(record, handle)
+    assert "written by another toolkit version (format 1, now 2)" in run(run_module, tmp_path)["differences"][0]
+
+
+def test_own_units_are_watched_without_being_listed(node, tmp_path, run_module):
+    node.write("etc/systemd/system/gpudirect-pcie-acs.service", "[Service]\nType=oneshot\n")
+    node.write("etc/systemd/system/nvidia-persistenced.service", "[Service]\n")
+    assert fp.own_units(str(tmp_path)) == ["gpudirect-pcie-acs.service"]
+    run(run_module, tmp_path, state="record")
+    record = json.load(open(os.path.join(str(tmp_path), RECORD.lstrip("/"))))
+    assert record["fingerprint"]["units"] == {"gpudirect-pcie-acs.service": "unknown"}   # off-host: not read
+
+
+def test_absent_removes_the_record_and_check_mode_keeps_it(node, tmp_path, run_module):
+    path = os.path.join(str(tmp_path), RECORD.lstrip("/"))
+    checked = run(run_module, tmp_path, check_mode=True, state="absent")
+    assert checked["changed"] is True and os.path.exists(path)
+    removed = run(run_module, tmp_path, state="absent")
+    assert removed["changed"] is True and not os.path.exists(path)
+    assert removed["differences"] == ["the record was removed"]
+    again = run(run_module, tmp_path, state="absent")
+    assert again["changed"] is False and again["differences"] == ["there was no record"]
+    assert run(run_module, tmp_path)["unchanged"] is False   # the next run is a full one

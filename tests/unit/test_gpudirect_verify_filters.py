@@ -102,18 +102,51 @@ def test_host_mode_without_staged_fields_has_no_staged_rows():
     assert "| bytes compared | 65536 |" in page and "| mismatches | 0 |" in page
 
 
-def test_auto_falling_back_to_host_memory_on_a_gpu_node_is_noted():
+FALLBACK = "auto: neither dma-buf nor a peer-memory module available; host memory only"   # resolve_mode's words
+
+
+@pytest.mark.parametrize("check_mode, status", [(False, "not_proven"), (True, "would_fail")])
+def test_auto_falling_back_to_host_memory_on_a_gpu_node_is_not_proven_and_fails(check_mode, status):
+    """The captured host-memory pass, as mode auto reports it on a node with GPUs but
+    neither dma-buf nor a peer-memory module: every byte matched, yet GPUDirect is not proven."""
     result = copy.deepcopy(PASS)
-    result["mode_reason"] = "auto: neither dma-buf nor a peer-memory module available; host memory only"
-    record = verify.gpudirect_verify_record(result, "gpu2")
-    assert record["status"] == "passed"
-    assert len(record["notes"]) == 1 and "GPU memory was not tested" in record["notes"][0]
-    table = verify.gpudirect_verify_fleet_table([record])
-    assert table[3].split()[-1] == "note"
-    assert any("GPU memory was not tested" in line for line in table)
-    # a node without GPUs proves what it can: no note
-    result["mode_reason"] = "auto: no GPU"
-    assert verify.gpudirect_verify_record(result, "vm")["notes"] == []
+    result["mode_reason"] = FALLBACK
+    if check_mode:
+        result = {"changed": False, "mode": "host", "mode_reason": FALLBACK, "rdma_device": "rxe0", "port": 1,
+                  "diagnosis": None, "would_run": [PASS["command"]], "selection": {}}
+    record = verify.gpudirect_verify_record(result, "gpu2", None, check_mode, None, 8)
+    assert record["status"] == status and status in verify.FAILING + (verify.WOULD_FAIL,)
+    diag = record["diagnosis"]
+    assert diag["code"] == "not_proven" and "GPU memory was not tested" in diag["message"]
+    assert "8 GPUs" in diag["message"] and FALLBACK in diag["message"]
+    assert "nvidia_peermem" in diag["fix"] and "gpudirect_verify_mode: host" in diag["fix"]
+    assert record["memory"] == "host memory (GPU memory not tested)"
+    if not check_mode:
+        table = verify.gpudirect_verify_fleet_table([record])
+        assert table[3].split()[:2] == ["gpu2", "NOT"] and table[3].split()[-1] == "not_proven"
+        assert table[4] == "  1 NOT PROVEN"
+        assert "## Diagnosis: not_proven" in verify.gpudirect_verify_report_md(record)
+
+
+def test_host_memory_requested_passes_labelled_as_such():
+    result = copy.deepcopy(PASS)
+    assert result["mode"] == "host" and result["mode_reason"] == "requested"   # the VM capture asked for host
+    record = verify.gpudirect_verify_record(result, "gpu2", None, False, None, 8)
+    assert record["status"] == "passed" and record["diagnosis"] is None
+    assert record["memory"] == "host memory only (requested)"
+    assert "| memory written by the NIC | host memory only (requested) |" in verify.gpudirect_verify_report_md(record)
+    assert "host memory (requested)" in verify.gpudirect_verify_fleet_table([record])[3]
+
+
+@pytest.mark.parametrize("reason, gpus", [("auto: no GPU", 0), ("auto: no GPU", None), ("requested", 0)])
+def test_a_node_without_gpu_passes_in_host_memory_labelled_no_gpu(reason, gpus):
+    """The VM test node: no GPU in the facts, soft-RoCE; host memory is all there is to prove."""
+    result = copy.deepcopy(PASS)
+    result["mode_reason"] = reason
+    record = verify.gpudirect_verify_record(result, "vm", None, False, None, gpus)
+    assert record["status"] == "passed" and record["notes"] == []
+    assert record["memory"] == "no GPU: RDMA path proven with host memory"
+    assert "no GPU (host memory)" in verify.gpudirect_verify_fleet_table([record])[3]
 
 
 # ---------------------------------------------------------------- failed
@@ -288,13 +321,14 @@ def test_fleet_table_one_line_per_host_in_play_order():
     hosts = ["gpu-node-with-a-long-name", "node1", "node2", "node3", "node4"]
     lines = verify.gpudirect_verify_fleet_table(fleet(), hosts)
     assert lines[0] == "GPUDirect RDMA verification: 5 hosts"
-    assert lines[1].split() == ["host", "result", "mode", "pair", "bytes", "Gbit/s", "of", "port", "diagnosis"]
+    assert lines[1].split() == ["host", "result", "mode", "GPU", "NIC", "distance", "bytes", "Gbit/s", "of", "port",
+                                "verdict", "diagnosis"]
     rows = lines[3:8]
     assert [r.split()[0] for r in rows] == hosts
-    assert rows[0].split() == ["gpu-node-with-a-long-name", "passed", "cuda_dmabuf", "mlx5_0", "port", "1", "<->",
-                               "GPU", "0000:1b:00.0", "(PIX)", "1048576", "361.42", "0.904", "-"]
-    assert rows[1].split() == ["node1", "passed", "host", "rxe0", "port", "1", "<->", "host", "memory", "65536",
-                               "0.14", "0.056", "-"]
+    assert rows[0].split() == ["gpu-node-with-a-long-name", "passed", "cuda_dmabuf", "0000:1b:00.0", "mlx5_0/1",
+                               "PIX", "1048576", "361.42", "0.904", "passed", "-"]
+    assert rows[1].split() == ["node1", "passed", "host", "host", "memory", "(requested)", "rxe0/1", "-", "65536",
+                               "0.14", "0.056", "passed", "-"]
     assert rows[2].split()[:3] == ["node2", "FAILED", "host"] and rows[2].split()[-1] == "data_mismatch"
     assert rows[3].split()[:2] == ["node3", "skipped"] and rows[3].split()[-1] == "reboot_pending"
     assert rows[4].split()[:3] == ["node4", "not", "run"]
@@ -345,4 +379,54 @@ def test_check_mode_rows_say_so():
 def test_filters_are_registered():
     names = verify.FilterModule().filters()
     assert set(names) == {"gpudirect_verify_record", "gpudirect_verify_pair", "gpudirect_verify_report_md",
-                          "gpudirect_verify_fleet_table"}
+                          "gpudirect_verify_fleet_table", "gpudirect_verify_pairs"}
+
+
+# ---------------------------------------------------------------- several pairs (coverage)
+
+def loop_of(*results):
+    """What ``register`` holds for the module task looped over the planned pairs."""
+    items = [{"gpu": "0000:1b:00.0", "nic": "mlx5_0", "distance": "PIX"},
+             {"gpu": "0000:2b:00.0", "nic": "mlx5_1", "distance": "PIX"}]
+    out = []
+    for result, item in zip(results, items):
+        registered = as_registered(result)
+        registered.update(item=item, ansible_loop_var="item")
+        out.append(registered)
+    return {"changed": False, "msg": "All items completed", "results": out}
+
+
+def second_gpu(result):
+    result = copy.deepcopy(result)
+    result.update(mode="cuda_dmabuf", mode_reason="auto: dma-buf (open NVIDIA module, kernel support)",
+                  rdma_device="mlx5_1", gpu="0000:2b:00.0", gpu_name="NVIDIA H200",
+                  selection={"reason": "named rdma_device and gpu", "distance": "PIX", "rdma_pci_address": "0000:2a:00.0"})
+    return result
+
+
+def test_every_pair_passing_passes_the_host_and_lists_each_pair():
+    record = verify.gpudirect_verify_record(loop_of(gpu_pass(), second_gpu(gpu_pass())), "gpu1", None, False,
+                                            "t", 2, "nearest")
+    assert record["status"] == "passed" and record["coverage"] == "nearest"
+    assert [(p["gpu"], p["rdma_device"], p["distance"], p["status"]) for p in record["pairs"]] == [
+        ("0000:1b:00.0", "mlx5_0", "PIX", "passed"), ("0000:2b:00.0", "mlx5_1", "PIX", "passed")]
+    page = verify.gpudirect_verify_report_md(record)
+    assert "| pairs tested | 2 (coverage nearest) |" in page
+    assert "| 0000:2b:00.0 | mlx5_1/1 | PIX | 1048576 | 361.42 | 0.904 | passed | - |" in page
+    table = verify.gpudirect_verify_fleet_table([record])
+    assert [row.split()[3:6] for row in table[3:5]] == [["0000:1b:00.0", "mlx5_0/1", "PIX"],
+                                                        ["0000:2b:00.0", "mlx5_1/1", "PIX"]]
+    assert table[5] == "  1 passed"   # hosts are counted, not pairs
+
+
+def test_one_corrupted_pair_fails_the_host_and_is_named():
+    corrupt = second_gpu(CORRUPT)
+    record = verify.gpudirect_verify_record(loop_of(gpu_pass(), corrupt), "gpu1", None, False, "t", 2, "nearest")
+    assert record["status"] == "failed"
+    assert [p["status"] for p in record["pairs"]] == ["passed", "failed"]
+    assert record["diagnosis"]["code"] == "data_mismatch"
+    assert record["diagnosis"]["message"].startswith("mlx5_1 port 1 <-> GPU 0000:2b:00.0 (PIX) (1 of 2 pairs did "
+                                                     "not pass): ")
+    assert record["mismatches"] == CORRUPT["mismatches"]   # the top-level figures are the failing pair's
+    rows = verify.gpudirect_verify_fleet_table([record])[3:5]
+    assert rows[0].split()[-2:] == ["passed", "-"] and rows[1].split()[-2:] == ["FAILED", "data_mismatch"]

@@ -208,6 +208,10 @@ def test_verification_report_says_passed_with_every_byte_compared(host):
     assert record["bytes_compared"] == host.ansible.get_variables().get("gpudirect_verify_size", 1048576), record
     assert record["mismatches"] == 0 and record["diagnosis"] is None, record
     assert record["bandwidth_gbps"] > 0, record
+    # no GPU here: host memory passes, labelled as such (a GPU node would be not_proven)
+    assert record["mode_reason"] == "auto: no GPU", record
+    assert record["memory"] == "no GPU: RDMA path proven with host memory", record
+    assert [(p["rdma_device"], p["status"]) for p in record["pairs"]] == [(RXE, "passed")], record
     with open(os.path.join(reports, name + ".md")) as f:
         assert "passed" in f.read()
 
