@@ -48,23 +48,20 @@ import sys
 from ansible.errors import AnsibleFilterError
 
 
-def _load_versions():
-    """The project's one version parser, module_utils/gpudirect_versions.py, loaded by path.
-
-    Ansible loads filter files by path, not as a package; the module is shared through
-    sys.modules so every filter file uses the same object.
-    """
-    name = "_gpudirect_module_utils_versions"
-    if name not in sys.modules:
+def _load_module_util(name):
+    """Import module_utils/<name>.py by path: Ansible loads filter files by path, not as a
+    package. Kept in sys.modules, so every filter file shares one copy of each."""
+    key = "_gpudirect_module_utils_" + name
+    if key not in sys.modules:
         spec = importlib.util.spec_from_file_location(
-            name, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gpudirect_versions.py"))
+            key, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
+        sys.modules[key] = module
+    return sys.modules[key]
 
 
-_versions = _load_versions()
+_versions = _load_module_util("gpudirect_versions")
 
 # CSI escape sequences, e.g. the underline nvidia-smi puts around its header
 # ("\x1b[4m" ... "\x1b[0m") when it believes it writes to a terminal.

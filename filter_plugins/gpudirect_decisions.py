@@ -57,13 +57,16 @@ except ImportError:  # pragma: no cover - unit tests always have ansible-core
 
 
 def _load_module_util(name):
-    """Import a file of the project's module_utils/ by path (filter plugins are not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "_gpudirect_mu_" + name,
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """Import module_utils/<name>.py by path: Ansible loads filter files by path, not as a
+    package. Kept in sys.modules, so every filter file shares one copy of each."""
+    key = "_gpudirect_module_utils_" + name
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            key, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[key] = module
+    return sys.modules[key]
 
 
 _NV = _load_module_util("gpudirect_nvidia")
@@ -102,20 +105,7 @@ def nvidia_fabricmanager_plan(bridges, wanted="auto"):
     return _wrap(_NV.fabricmanager_plan, bridges, wanted)
 
 
-def _load_versions():
-    """module_utils/gpudirect_versions.py, the project's one version parser, loaded by path
-    (Ansible loads filter files by path, not as a package); shared through sys.modules."""
-    name = "_gpudirect_module_utils_versions"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gpudirect_versions.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
-
-
-_versions = _load_versions()
+_versions = _load_module_util("gpudirect_versions")
 
 
 def _parse(parser, value, knob):

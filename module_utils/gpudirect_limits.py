@@ -120,11 +120,12 @@ def parse_limits_file(text, path="limits.conf"):
     return entries
 
 
-def limits_files(root="/"):
-    """(path shown, absolute path) of limits.conf and every limits.d/*.conf, in pam_limits' order."""
-    files = [("/" + LIMITS_CONF, _under(root, LIMITS_CONF))]
+def _conf_files(root, main, dropin_dirs):
+    """(path shown, absolute path) of a main file and the *.conf of its drop-in directories:
+    a name found in an earlier directory hides the same name in later ones, and drop-ins
+    are read in name order after the main file (pam_limits' and systemd's rule alike)."""
     by_name = {}
-    for directory in LIMITS_DIRS:
+    for directory in dropin_dirs:
         try:
             names = os.listdir(_under(root, directory))
         except (IOError, OSError):
@@ -132,7 +133,12 @@ def limits_files(root="/"):
         for name in names:
             if name.endswith(".conf") and name not in by_name:
                 by_name[name] = ("/%s/%s" % (directory, name), _under(root, os.path.join(directory, name)))
-    return files + [by_name[name] for name in sorted(by_name)]
+    return [("/" + main, _under(root, main))] + [by_name[name] for name in sorted(by_name)]
+
+
+def limits_files(root="/"):
+    """(path shown, absolute path) of limits.conf and every limits.d/*.conf, in pam_limits' order."""
+    return _conf_files(root, LIMITS_CONF, LIMITS_DIRS)
 
 
 def read_limits(root="/"):
@@ -300,17 +306,7 @@ def manager_memlock(props):
 
 def systemd_conf_files(root="/"):
     """(path shown, absolute path) of system.conf and its drop-ins, in systemd's order."""
-    files = [("/" + SYSTEMD_CONF, _under(root, SYSTEMD_CONF))]
-    by_name = {}
-    for directory in SYSTEMD_DROPIN_DIRS:
-        try:
-            names = os.listdir(_under(root, directory))
-        except (IOError, OSError):
-            continue
-        for name in names:
-            if name.endswith(".conf") and name not in by_name:
-                by_name[name] = ("/%s/%s" % (directory, name), _under(root, os.path.join(directory, name)))
-    return files + [by_name[name] for name in sorted(by_name)]
+    return _conf_files(root, SYSTEMD_CONF, SYSTEMD_DROPIN_DIRS)
 
 
 def read_systemd_conf(root="/"):
