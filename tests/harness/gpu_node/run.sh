@@ -8,6 +8,7 @@
 #   preflight-check.log    the same with --check
 #   loopback.log, loopback_*.json  gpudirect_loopback cases (tests/harness/gpu_node/loopback.yml)
 #   state.log, gpudirect_state.json  the converged-state record (tests/harness/gpu_node/state.yml)
+#   summary.tsv, STAGE-MODE.log  the offline roles and site.yml --check (offline_roles.sh)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 OUT=${OUT:-$PWD/gpu-node-out}; mkdir -p "$OUT"
@@ -21,12 +22,16 @@ pip_python=python3
 python3 -m pip --version >/dev/null 2>&1 || pip_python=$(ls /opt/*/.venv/bin/python 2>/dev/null | head -1)
 "$pip_python" -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/ansible-site "$WHEELS"/*.whl || exit 1
 export PYTHONPATH=/tmp/ansible-site
+# Modules run with the node's own Python, as on any server (the first python3 on PATH
+# may be a venv without the distribution's python3-apt, which apt and package_facts need).
+node_python=/usr/bin/python3; [[ -x $node_python ]] || node_python=$(command -v python3)
+echo "node python: $node_python ($("$node_python" -V 2>&1)); python3-apt: $("$node_python" -c 'import apt_pkg' 2>/dev/null && echo yes || echo no)"
 inv=$(mktemp --suffix=.yml); cat >"$inv" <<INV
 gpu_nodes:
   hosts:
     $(hostname -s):
       ansible_connection: local
-      ansible_python_interpreter: $(command -v python3)
+      ansible_python_interpreter: $node_python
 INV
 ap() { python3 -m ansible.cli.playbook -i "$inv" "$@"; }
 OUT=$OUT ap tests/harness/gpu_node/facts.yml >"$OUT/facts.log" 2>&1 || { cat "$OUT/facts.log"; exit 1; }
@@ -65,3 +70,7 @@ for log in roles-check roles-run1 roles-run2 roles-other-branch; do
   grep -E '^ *"' "$OUT/$log.log" | sed 's/^ *//' | sort -u | cut -c1-600 | grep -E \
     "outside the package manager|matches: no change|differs from wanted|no NVIDIA driver installed|nouveau: |nvidia-persistenced: |peer memory: |dma-buf: "
 done
+
+# --- the other roles that can run offline, each in a mode that leaves the node as it was,
+# and site.yml --check end to end (tests/harness/gpu_node/offline_roles.sh)
+OUT=$OUT inv=$inv bash tests/harness/gpu_node/offline_roles.sh; echo "offline roles rc=$?"

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# GPU-node tier, part 2: the roles that can run on the borrowed node with no network,
+# over a local connection, each in the mode that leaves the node as it was:
+#   os_release_pin  pin (real), --check on the pinned node, unpin (real); holds and apt
+#                   configuration compared before and after
+#   host_prereqs    real, twice (the second must change nothing), --check; with IOMMU
+#                   pass-through wanted, --check (no GRUB here); its files removed afterwards
+#   pcie_acs        query (real) and disabled in --check on the node's real PCI tree
+#   mlnx_ofed       inbox method, --check only: installing rdma-core needs a mirror
+#   site.yml        --check end to end, no RDMA NIC required
+# Needs what run.sh sets up (ansible-core from carried wheels, $inv, ap). Writes logs and
+# summary.tsv (stage, mode, rc, changed, failed, result) under $OUT and prints the table.
+set -uo pipefail
+: "${OUT:?}" "${inv:?}"
+declare -A CHECK_ONLY_WHY=(
+  [mlnx_ofed]="installing inbox rdma-core needs a package mirror, which the node lacks"
+  [pcie_acs]="clearing ACS on a borrowed node's bridges is not undone by the harness"
+  [site.yml]="the driver stages would download from vendor repositories the node cannot reach"
+)
+summary=$OUT/summary.tsv
+printf 'stage\tmode\trc\tchanged\tfailed\tresult\n' >"$summary"
+
+# stage NAME MODE EXPECT_RC [EXPECT_TEXT] -- ansible-playbook arguments
+# EXPECT_TEXT: a line the log must hold (the reason of an expected stop)
+stage() {
+  local name=$1 mode=$2 want=$3 text=""; shift 3
+  [[ $1 != -- ]] && { text=$1; shift; }
+  shift
+  local log=$OUT/${name//\//_}-$mode.log rc t0=$SECONDS
+  ANSIBLE_CALLBACK_RESULT_FORMAT=json python3 -m ansible.cli.playbook -i "$inv" "$@" >"$log" 2>&1; rc=$?
+  local recap changed failed result
+  recap=$(grep -E '^[^ ]+ +: ok=' "$log" | tail -1)
+  changed=$(sed -nE 's/.*changed=([0-9]+).*/\1/p' <<<"$recap"); failed=$(sed -nE 's/.*failed=([0-9]+).*/\1/p' <<<"$recap")
+  if [[ $rc != "$want" ]]; then result="FAILED (rc $rc, $want expected)"
+  elif [[ -n $text ]] && ! grep -qF -- "$text" "$log"; then result="FAILED (no line: $text)"
+  elif [[ -n $text ]]; then result="ok, stopped as expected: $text"
+  else result=ok; fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s (%ss)\n' "$name" "$mode" "$rc" "${changed:--}" "${failed:--}" "$result" $((SECONDS - t0)) >>"$summary"
+}
+pkgstate() {  # what os_release_pin may touch: holds, apt preferences and apt.conf.d
+  { echo "# apt-mark showhold"; apt-mark showhold | sort
+    echo "# /etc/apt/preferences.d"; (cd /etc/apt/preferences.d && sha256sum -- * 2>/dev/null | sort)
+    echo "# /etc/apt/apt.conf.d"; (cd /etc/apt/apt.conf.d && sha256sum -- * 2>/dev/null | sort)
+    echo "# dpkg selections"; dpkg --get-selections | sha256sum; } >"$1"
+}
+R=tests/harness/gpu_node/role.yml
+
+pkgstate "$OUT/pin-before.txt"
+stage os_release_pin apply 0 -- $R -e harness_role=os_release_pin
+stage os_release_pin check 0 -- $R -e harness_role=os_release_pin --check
+stage os_release_pin unpin 0 -- $R -e harness_role=os_release_pin -e os_release_pin_state=absent
+pkgstate "$OUT/pin-after.txt"
+if diff -u "$OUT/pin-before.txt" "$OUT/pin-after.txt" >"$OUT/pin.diff"; then
+  printf 'os_release_pin\tround trip\t0\t-\t-\tok: holds, preferences and apt.conf.d as before\n' >>"$summary"
+else
+  printf 'os_release_pin\tround trip\t1\t-\t-\tFAILED: package state differs (pin.diff)\n' >>"$summary"
+fi
+
+stage host_prereqs apply 0 -- $R -e harness_role=host_prereqs
+stage host_prereqs again 0 -- $R -e harness_role=host_prereqs
+stage host_prereqs check 0 -- $R -e harness_role=host_prereqs --check
+# IOMMU pass-through wanted on a node without GRUB: the command line is left alone, said so
+stage host_prereqs iommu-check 0 -- $R -e harness_role=host_prereqs -e '{"host_prereqs_iommu_passthrough": true}' --check
+rm -f /etc/security/limits.d/90-gpudirect-memlock.conf /etc/systemd/system.conf.d/90-gpudirect-memlock.conf \
+      /etc/systemd/user.conf.d/90-gpudirect-memlock.conf
+
+stage pcie_acs query 0 -- $R -e harness_role=pcie_acs -e pcie_acs_state=query -e pcie_acs_mode=all
+stage pcie_acs check 0 -- $R -e harness_role=pcie_acs -e pcie_acs_state=disabled -e pcie_acs_mode=all --check
+
+stage mlnx_ofed check 0 -- $R -e harness_role=mlnx_ofed -e mlnx_ofed_method=inbox --check
+
+# Every stage runs in check mode up to the verification, whose build-package step asks apt,
+# which simulates only through python3-apt (absent here, and not installable offline).
+stage site.yml check 2 "python3-apt must be installed to use check mode" -- site.yml --check \
+  -e gpudirect_preflight_require_rdma_nic=false \
+  -e nvidia_driver_repo_base_url=file:///nonexistent/cuda -e mlnx_ofed_method=inbox
+
+for s in "${!CHECK_ONLY_WHY[@]}"; do echo "check mode only: $s: ${CHECK_ONLY_WHY[$s]}"; done | sort >"$OUT/check-only.txt"
+column -t -s $'\t' "$summary" 2>/dev/null || cat "$summary"
+cat "$OUT/check-only.txt"
+! grep -q FAILED "$summary"
