@@ -86,6 +86,17 @@ def _list(knob, value, what):
     return ["%s=%s must be a YAML list of %s, got a %s" % (knob, _show(value), what, type(value).__name__)]
 
 
+def _each(knob, value, what, check, **kwargs):
+    """A list of `what`, each item checked by check(knob[index], item, **kwargs)."""
+    errors = _list(knob, value, what)
+    if errors:
+        return errors
+    found = []
+    for index, item in enumerate(value):
+        found.extend(check("%s[%d]" % (knob, index), item, **kwargs))
+    return found
+
+
 def check_path(knob, value, under=(), suffix="", optional=False, plain=True):
     if optional and value == "":
         return []
@@ -110,13 +121,7 @@ def check_path(knob, value, under=(), suffix="", optional=False, plain=True):
 
 
 def check_paths(knob, value, under=(), suffix=""):
-    errors = _list(knob, value, "absolute paths")
-    if errors:
-        return errors
-    found = []
-    for index, item in enumerate(value):
-        found.extend(check_path("%s[%d]" % (knob, index), item, under, suffix))
-    return found
+    return _each(knob, value, "absolute paths", check_path, under=under, suffix=suffix)
 
 
 def check_source(knob, value, allow_http=False, optional=False, http_knob=""):
@@ -153,13 +158,7 @@ def check_unit(knob, value, suffixes=UNIT_SUFFIXES):
 
 
 def check_units(knob, value, suffixes=UNIT_SUFFIXES):
-    errors = _list(knob, value, "systemd unit names")
-    if errors:
-        return errors
-    found = []
-    for index, item in enumerate(value):
-        found.extend(check_unit("%s[%d]" % (knob, index), item, suffixes))
-    return found
+    return _each(knob, value, "systemd unit names", check_unit, suffixes=suffixes)
 
 
 def check_url(knob, value, allow_http=False, optional=False, http_knob=""):
@@ -194,13 +193,7 @@ def check_repo_component(knob, value, optional=False):
 
 
 def check_repo_components(knob, value):
-    errors = _list(knob, value, "repository directory names or ids")
-    if errors:
-        return errors
-    found = []
-    for index, item in enumerate(value):
-        found.extend(check_repo_component("%s[%d]" % (knob, index), item))
-    return found
+    return _each(knob, value, "repository directory names or ids", check_repo_component)
 
 
 def check_argv(knob, value, minimum=0):
@@ -243,13 +236,7 @@ def check_timeout(knob, value, minimum=1, maximum=None):
 
 
 def check_texts(knob, value, allow_tab=False):
-    errors = _list(knob, value, "strings")
-    if errors:
-        return errors
-    found = []
-    for index, item in enumerate(value):
-        found.extend(_text("%s[%d]" % (knob, index), item, allow_tab=allow_tab))
-    return found
+    return _each(knob, value, "strings", _text, allow_tab=allow_tab)
 
 
 def check_fingerprints(knob, value):
