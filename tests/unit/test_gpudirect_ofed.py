@@ -233,3 +233,26 @@ def test_versions_are_parsed_only_through_gpudirect_versions():
     source = open(os.path.join(ROOT, "module_utils", "gpudirect_ofed.py"), encoding="utf-8").read()
     assert "versions.parse_ofed_info_s" in source and "import re" not in source
     assert v.parse_ofed_info_s(DOCA_291)["version"] == "24.10-1.1.4.0.200"
+
+
+# --- the role's task order: the key is checked before anything changes ---------------------
+
+def _tasks(name):
+    with open(os.path.join(ROOT, "roles", "mlnx_ofed", "tasks", name), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_plan_checks_the_key_read_only_before_deciding_and_main_acts_on_the_plan():
+    plan = _tasks("plan.yml")
+    modules = [next(k for k in t if k not in ("name", "when", "register", "vars", "check_mode")) for t in plan]
+    assert modules[:3] == ["ansible.builtin.include_tasks", "gpudirect_repo_key", "mlnx_ofed_plan"]
+    assert plan[1]["check_mode"] is True and plan[2]["register"] == "mlnx_ofed_plan"
+    main = _tasks("main.yml")
+    assert main[0]["ansible.builtin.include_tasks"] == "plan.yml" and main[0]["when"] == "mlnx_ofed_plan is not defined"
+
+
+def test_nothing_is_unloaded_or_removed_before_the_plan():
+    change = _tasks("change.yml")
+    assert "community.general.modprobe" in change[0] and change[0]["loop"] == "{{ mlnx_ofed_plan.loaded_peer_modules }}"
+    text = open(os.path.join(ROOT, "roles", "mlnx_ofed", "tasks", "change.yml"), encoding="utf-8").read()
+    assert "gpudirect_repo_key" not in text
