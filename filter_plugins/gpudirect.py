@@ -8,12 +8,6 @@ Filters
 ``gpudirect_distance_verdict``
     Map one distance class of that matrix (``PIX``, ``SYS``, ``NV18`` ...) to
     ``good`` / ``warn`` / ``bad`` for GPUDirect RDMA.
-``ofed_version``
-    Parse the text of ``ofed_info -s`` (MLNX_OFED or DOCA-OFED) into a
-    comparable version record.
-``ofed_version_compare``
-    Compare an installed OFED version with a wanted one by the toolkit's matching
-    rule (module_utils/gpudirect_versions.py); returns -1, 0 (matches) or 1.
 
 Every filter is a pure function of its arguments.  Input that cannot be
 understood raises ``AnsibleFilterError``; where the problem sits on one line,
@@ -40,28 +34,9 @@ Example::
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
-import sys
 
 from ansible.errors import AnsibleFilterError
-
-
-def _load_module_util(name):
-    """Import module_utils/<name>.py by path: Ansible loads filter files by path, not as a
-    package. Kept in sys.modules, so every filter file shares one copy of each."""
-    key = "_gpudirect_module_utils_" + name
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            key, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[key] = module
-    return sys.modules[key]
-
-
-_versions = _load_module_util("gpudirect_versions")
 
 # CSI escape sequences, e.g. the underline nvidia-smi puts around its header
 # ("\x1b[4m" ... "\x1b[0m") when it believes it writes to a terminal.
@@ -441,83 +416,6 @@ def gpudirect_distance_verdict(cls):
     )
 
 
-# --------------------------------------------------------------------------
-# ofed_info -s
-# --------------------------------------------------------------------------
-
-
-def ofed_version(text):
-    """Parse the output of ``ofed_info -s`` (``gpudirect_versions.parse_ofed_info_s``).
-
-    Handles the MLNX_OFED form (``MLNX_OFED_LINUX-5.8-3.0.7.0:``) and the DOCA-OFED
-    form with or without its build suffix (``OFED-internal-24.10-1.1.4.0.200:``); the
-    trailing colon is optional; only the first non-blank line is read, so the full
-    ``ofed_info`` output (``MLNX_OFED_LINUX-4.5-1.0.1.0 (OFED-4.5-1.0.1):``) works too.
-
-    :param text: the command's standard output.
-    :returns: ``{"flavor": "OFED-internal", "version": "24.10-1.1.4.0.200",
-        "parts": [24, 10, 1, 1, 4, 0, 200]}``.
-    :raises AnsibleFilterError: on empty input or a first line that is no OFED
-        version line (the message quotes it).
-    """
-    try:
-        return _versions.parse_ofed_info_s(text)
-    except _versions.VersionError as error:
-        raise AnsibleFilterError("ofed_version: %s" % error) from None
-
-
-def _comparable_parts(value, side):
-    """Turn one argument of ``ofed_version_compare`` into a list of integers.
-
-    :param value: a dict returned by ``ofed_version``, a bare version string
-        such as ``"24.10-1.1.4.0"`` (``ofed_info -n``), or raw ``ofed_info -s`` output.
-    :param side: ``"left"`` or ``"right"``, for error messages.
-    :returns: the version's ``parts``.
-    :raises AnsibleFilterError: if the value is none of the accepted forms.
-    """
-    if isinstance(value, dict):
-        parts = value.get("parts")
-        if (
-            isinstance(parts, list)
-            and parts
-            and all(isinstance(p, int) and not isinstance(p, bool) for p in parts)
-        ):
-            return parts
-        raise AnsibleFilterError(
-            f"ofed_version_compare: {side} value is a dict without a list of "
-            f"integers under 'parts': {value!r}"
-        )
-    if isinstance(value, str):
-        try:
-            return _versions.parse_ofed_any(value)["parts"]
-        except _versions.VersionError as error:
-            raise AnsibleFilterError(f"ofed_version_compare: {side} value: {error}") from None
-    raise AnsibleFilterError(
-        f"ofed_version_compare: {side} value must be an ofed_version result "
-        f"or a string, got {value!r}"
-    )
-
-
-def ofed_version_compare(installed, wanted):
-    """Compare an installed OFED version with a wanted one, by the toolkit's matching rule.
-
-    The flavor (MLNX_OFED_LINUX, OFED-internal) is ignored.  The installed numbers are
-    cut to the length of the wanted ones (missing ones count as 0) and compared:
-    ``OFED-internal-24.10-1.1.4.0.200:`` against ``24.10-1.1.4`` is 0 (it IS that
-    release, with DOCA's build suffix); against ``24.10-1.1.5`` it is -1.  The rule is
-    ``gpudirect_versions.compare_wanted``, the one ``mlnx_ofed_action`` decides with.
-
-    Example: ``ofed_info_out.stdout | ofed_version_compare('5.8-3.0.7.0') >= 0``.
-
-    :param installed: an ``ofed_version`` result, a bare version (``"5.8-3.0.7.0"``)
-        or raw ``ofed_info -s`` output.
-    :param wanted: same forms.
-    :returns: -1 if ``installed`` is older, 0 if it matches, 1 if newer than ``wanted``.
-    :raises AnsibleFilterError: if either side cannot be read as a version.
-    """
-    return _versions.compare_wanted(_comparable_parts(installed, "left"), _comparable_parts(wanted, "right"))
-
-
 class FilterModule:
     """Register the GPUDirect filters with Ansible."""
 
@@ -529,6 +427,4 @@ class FilterModule:
         return {
             "nvidia_topo_matrix": nvidia_topo_matrix,
             "gpudirect_distance_verdict": gpudirect_distance_verdict,
-            "ofed_version": ofed_version,
-            "ofed_version_compare": ofed_version_compare,
         }

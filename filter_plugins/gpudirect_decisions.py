@@ -1,4 +1,4 @@
-"""Pure decision functions of the driver stages (mlnx_ofed, nvidia_driver, gpudirect_peermem).
+"""Pure decision functions of the driver stages (nvidia_driver, gpudirect_peermem).
 
 Every filter here is a pure function of its arguments: the roles pass in
 ``ansible_facts.gpudirect`` (published once by the preflight stage), their own
@@ -31,11 +31,8 @@ Filters
 ``gpudirect_peermem_choice``
     Choose the peer-memory mechanism (``dmabuf`` / ``nvidia_peermem`` /
     ``nv_peer_mem``) with reasons.
-``mlnx_ofed_installer_message``
-    Turn an exit status of ``mlnxofedinstall`` into what the admin should do.
-``mlnx_ofed_action``
-    Compare the installed OFED stack with the wanted one: ``none`` /
-    ``install`` / ``upgrade`` / ``downgrade`` / ``replace`` / ``remove``.
+
+The OFED decision lives in module_utils/gpudirect_ofed.py (module mlnx_ofed_plan).
 """
 
 from __future__ import annotations
@@ -369,92 +366,6 @@ def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=Non
     return {"mechanism": mech, "ok": True, "reasons": reasons, "dmabuf": dmabuf}
 
 
-# --------------------------------------------------------------------------
-# MLNX_OFED / DOCA-OFED
-# --------------------------------------------------------------------------
-
-# mlnxofedinstall exit statuses (MLNX_OFED user manual, "mlnxofedinstall Return Codes").
-INSTALLER_CODES = {
-    0: "installation ended successfully",
-    1: "the installation failed: read the log named in the output (/tmp/MLNX_OFED_LINUX.*.logs/)",
-    2: "no firmware was found for the adapter device: set mlnx_ofed_fw_update: false (the default) or get the "
-       "firmware for this PSID from NVIDIA",
-    22: "invalid parameter: check mlnx_ofed_installer_extra_args",
-    28: "not enough free space: free space in /tmp and / (the installer unpacks and builds there)",
-    171: "not applicable to this system configuration (required hardware not present): check that a "
-         "ConnectX/BlueField device is installed, or use mlnx_ofed_method: inbox",
-    172: "prerequisites are not met: the installer lists the missing packages in its output; install them "
-         "(kernel headers for the running kernel, build tools) or add --skip-distro-check only for an "
-         "unsupported OS minor release, then run again",
-    173: "failed to start the mst driver: check that the kernel headers match the running kernel and that the "
-         "mst service is not in use",
-    174: "packages from another RDMA stack conflict with MLNX_OFED (foreign or inbox rdma packages): remove "
-         "them (the installer output names them) or run with --force, then run again",
-}
-
-
-def mlnx_ofed_installer_message(rc):
-    """What an exit status of mlnxofedinstall means and what to do.
-
-    :param rc: the exit status (int or numeric string).
-    :returns: one line of text.
-    """
-    try:
-        code = int(rc)
-    except (TypeError, ValueError):
-        return "mlnxofedinstall exit status %r is not a number" % (rc,)
-    return "mlnxofedinstall exited %d: %s" % (
-        code, INSTALLER_CODES.get(code, "unknown exit status; read the installer output and its log directory"))
-
-
-def mlnx_ofed_action(installed, method, wanted_version=""):
-    """What to do with the OFED stack.
-
-    The installed version matches the wanted one by ``gpudirect_versions.compare_wanted``:
-    the installed numbers cut to the wanted ones' length, so DOCA-OFED's build suffix
-    (``OFED-internal-24.10-1.1.4.0.200:`` for ``24.10-1.1.4``) matches, while
-    ``24.10-1.1.40`` does not.  The role's post-install check calls this filter on
-    ``ofed_info -s`` again and requires ``none``: one rule for both.
-
-    :param installed: ``ofed_info -s`` output ("" when ofed_info is missing).
-    :param method: ``mlnx_ofed_method``: doca, mlnx_ofed_tarball, inbox.
-    :param wanted_version: the OFED version wanted (``24.10-1.1.4``); "" for inbox.
-    :returns: ``{"action", "installed_flavor", "installed_version", "wanted_version", "message"}``;
-        ``action`` is ``none``, ``install``, ``upgrade``, ``downgrade``, ``replace`` (other stack
-        flavour) or ``remove`` (inbox wanted, OFED present).
-    :raises AnsibleFilterError: when ``installed`` is not ``ofed_info -s`` output, or
-        ``wanted_version`` is no OFED version (naming ``mlnx_ofed_version``).
-    """
-    flavor = version = None
-    parts = []
-    if str(installed or "").strip():
-        found = _parse(_versions.parse_ofed_info_s, str(installed), "ofed_info -s on the host")
-        flavor, version, parts = found["flavor"], found["version"], found["parts"]
-    wanted = str(wanted_version or "").strip()
-    base = {"installed_flavor": flavor, "installed_version": version, "wanted_version": wanted or None}
-    if method == "inbox":
-        if version:
-            return dict(base, action="remove",
-                        message="%s %s installed; inbox rdma-core wanted: OFED is removed" % (flavor, version))
-        return dict(base, action="none", message="no OFED stack installed; inbox rdma-core wanted")
-    if not wanted:
-        raise AnsibleFilterError("mlnx_ofed_version: the OFED version to expect from ofed_info -s is unknown for "
-                                 "this release; set it (e.g. 24.10-1.1.4)")
-    wanted_parts = _parse(_versions.parse_ofed_info_n, wanted, "mlnx_ofed_version")["parts"]
-    if not version:
-        return dict(base, action="install", message="no OFED stack installed; installing %s" % wanted)
-    want_flavor = "OFED-internal" if method == "doca" else "MLNX_OFED_LINUX"
-    if flavor != want_flavor and flavor in ("OFED-internal", "MLNX_OFED_LINUX"):
-        return dict(base, action="replace",
-                    message="%s %s installed, %s %s wanted (%s): the old stack is removed first"
-                    % (flavor, version, want_flavor, wanted, method))
-    cmp = _versions.compare_wanted(parts, wanted_parts)
-    if cmp == 0:
-        return dict(base, action="none", message="%s %s installed, matches %s" % (flavor, version, wanted))
-    action = "upgrade" if cmp < 0 else "downgrade"
-    return dict(base, action=action, message="%s %s installed, %s wanted: %s" % (flavor, version, wanted, action))
-
-
 class FilterModule:
     """Register the decision filters with Ansible."""
 
@@ -470,6 +381,4 @@ class FilterModule:
             "nvidia_driver_plan": nvidia_driver_plan,
             "rdma_core_major": rdma_core_major,
             "gpudirect_peermem_choice": gpudirect_peermem_choice,
-            "mlnx_ofed_installer_message": mlnx_ofed_installer_message,
-            "mlnx_ofed_action": mlnx_ofed_action,
         }

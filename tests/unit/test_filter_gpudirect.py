@@ -3,7 +3,7 @@
 The topology tests run on real ``nvidia-smi topo -m`` captures: the H200 capture
 shared beside the repository, and public outputs stored under
 tests/fixtures/topo/ (their sources are listed in the README.md there).  The
-OFED tests use ``ofed_info -s`` lines quoted in public documentation and issues.
+OFED parser is tested in test_gpudirect_ofed.py and test_versions.py (module_utils/gpudirect_versions.py).
 """
 
 import os
@@ -17,8 +17,6 @@ from gpudirect import (
     FilterModule,
     gpudirect_distance_verdict,
     nvidia_topo_matrix,
-    ofed_version,
-    ofed_version_compare,
 )
 
 TOPO_DIR = os.path.join(PROJECT_FIXTURES, "topo")
@@ -475,153 +473,6 @@ def test_verdict_on_real_matrices():
 
 
 # --------------------------------------------------------------------------
-# ofed_version / ofed_version_compare
-# --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "flavor", "version", "parts"),
-    [
-        # 5.8-3.0.7.0 is a released MLNX_OFED (weka/tools lists it as supported).
-        (
-            "MLNX_OFED_LINUX-5.8-3.0.7.0:\n",
-            "MLNX_OFED_LINUX",
-            "5.8-3.0.7.0",
-            [5, 8, 3, 0, 7, 0],
-        ),
-        # DaoCloud/DaoCloud-docs, spiderpool ofed_driver.md
-        (
-            "MLNX_OFED_LINUX-23.07-0.5.1.2:\n",
-            "MLNX_OFED_LINUX",
-            "23.07-0.5.1.2",
-            [23, 7, 0, 5, 1, 2],
-        ),
-        # UCX-Py documentation
-        (
-            "MLNX_OFED_LINUX-5.4-3.5.8.0:\n",
-            "MLNX_OFED_LINUX",
-            "5.4-3.5.8.0",
-            [5, 4, 3, 5, 8, 0],
-        ),
-        ("OFED-internal-4.7-3.2.9\n", "OFED-internal", "4.7-3.2.9", [4, 7, 3, 2, 9]),
-        # MrBr-github/lshca issue #102 (inbox-24.07 driver)
-        (
-            "OFED-internal-24.07-0.3.5.0.110:\n",
-            "OFED-internal",
-            "24.07-0.3.5.0.110",
-            [24, 7, 0, 3, 5, 0, 110],
-        ),
-        # DOCA host install guide: apt-get install doca-ofed; ofed_info -s
-        (
-            "OFED-internal-24.10-1.1.4.0.200:\n",
-            "OFED-internal",
-            "24.10-1.1.4.0.200",
-            [24, 10, 1, 1, 4, 0, 200],
-        ),
-        (
-            "OFED-internal-24.04-0.6.6:\n",
-            "OFED-internal",
-            "24.04-0.6.6",
-            [24, 4, 0, 6, 6],
-        ),
-        (
-            "OFED-internal-25.10-1.7.1:\n",
-            "OFED-internal",
-            "25.10-1.7.1",
-            [25, 10, 1, 7, 1],
-        ),
-    ],
-)
-def test_ofed_version_on_real_strings(text, flavor, version, parts):
-    assert ofed_version(text) == {"flavor": flavor, "version": version, "parts": parts}
-
-
-def test_ofed_version_reads_the_first_line_of_full_ofed_info():
-    text = (
-        "MLNX_OFED_LINUX-4.5-1.0.1.0 (OFED-4.5-1.0.1):\n\n\nar_mgr:\n"
-        "osm_plugins/ar_mgr/ar_mgr-1.0-0.40.g32c9c85.tar.gz\n"
-    )
-    assert ofed_version(text) == {
-        "flavor": "MLNX_OFED_LINUX",
-        "version": "4.5-1.0.1.0",
-        "parts": [4, 5, 1, 0, 1, 0],
-    }
-
-
-@pytest.mark.parametrize(
-    ("text", "lineno", "bad_line"),
-    [
-        (
-            "-bash: ofed_info: command not found\n",
-            1,
-            "-bash: ofed_info: command not found",
-        ),
-        ("\n\nMLNX_OFED_LINUX-5.8:\n", 3, "MLNX_OFED_LINUX-5.8:"),
-        ("rdma-core-17.2-3.el7.x86_64\n", 1, "rdma-core-17.2-3.el7.x86_64"),
-        ("5.8-3.0.7.0\n", 1, "5.8-3.0.7.0"),
-    ],
-)
-def test_ofed_version_rejects_other_lines(text, lineno, bad_line):
-    with pytest.raises(AnsibleFilterError) as error:
-        ofed_version(text)
-    assert f"line {lineno}:" in str(error.value)
-    assert repr(bad_line) in str(error.value)
-
-
-@pytest.mark.parametrize("value", ["", "\n  \n", None])
-def test_ofed_version_rejects_empty_input(value):
-    with pytest.raises(AnsibleFilterError):
-        ofed_version(value)
-
-
-def test_ofed_parts_compare_as_lists():
-    old = ofed_version("MLNX_OFED_LINUX-5.8-3.0.7.0:")
-    new = ofed_version("OFED-internal-24.10-1.1.4:")
-    assert old["parts"] < new["parts"]
-    assert (
-        ofed_version("MLNX_OFED_LINUX-23.10-1.1.9.0:")["parts"]
-        > ofed_version("MLNX_OFED_LINUX-5.9-0.5.6.0:")["parts"]
-    )
-
-
-@pytest.mark.parametrize(
-    ("left", "right", "expected"),
-    [
-        ("MLNX_OFED_LINUX-5.8-3.0.7.0:", "OFED-internal-24.10-1.1.4:", -1),
-        ("OFED-internal-24.10-1.1.4:", "MLNX_OFED_LINUX-5.8-3.0.7.0:", 1),
-        ("MLNX_OFED_LINUX-5.8-3.0.7.0:", "5.8-3.0.7.0", 0),
-        ("OFED-internal-4.7-3.2.9", "MLNX_OFED_LINUX-4.7-3.2.9.0:", 0),
-        # the build suffix of DOCA 2.9.1 is finer than the wanted version: a match
-        ("OFED-internal-24.10-1.1.4.0.200:", "24.10-1.1.4.0", 0),
-        ("OFED-internal-24.10-1.1.4.0.200:", "24.10-1.1.4", 0),
-        ("OFED-internal-24.10-1.1.40:", "24.10-1.1.4", 1),
-        ("OFED-internal-24.10-1.1.4.0.200:", "24.10-1.1.5", -1),
-        ("MLNX_OFED_LINUX-5.4-3.5.8.0:", "5.4-3.6.8", -1),
-        ("23.07-0.5.1.2", "23.10-0.5.5.0", -1),
-    ],
-)
-def test_ofed_version_compare_on_strings(left, right, expected):
-    assert ofed_version_compare(left, right) == expected
-
-
-def test_ofed_version_compare_accepts_parsed_results():
-    installed = ofed_version("OFED-internal-25.10-1.7.1:\n")
-    minimum = ofed_version("MLNX_OFED_LINUX-23.10-1.1.9.0:")
-    assert ofed_version_compare(installed, minimum) == 1
-    assert ofed_version_compare(minimum, installed) == -1
-    assert ofed_version_compare(installed, "25.10-1.7.1") == 0
-
-
-@pytest.mark.parametrize(
-    "value",
-    [{"flavor": "x"}, {"parts": []}, {"parts": ["5", "8"]}, 5.8, None, "not a version"],
-)
-def test_ofed_version_compare_rejects_bad_values(value):
-    with pytest.raises(AnsibleFilterError):
-        ofed_version_compare(value, "5.8-3.0.7.0")
-
-
-# --------------------------------------------------------------------------
 # Plugin registration
 # --------------------------------------------------------------------------
 
@@ -631,6 +482,4 @@ def test_filter_module_registers_all_filters():
     assert filters == {
         "nvidia_topo_matrix": gpudirect.nvidia_topo_matrix,
         "gpudirect_distance_verdict": gpudirect.gpudirect_distance_verdict,
-        "ofed_version": gpudirect.ofed_version,
-        "ofed_version_compare": gpudirect.ofed_version_compare,
     }

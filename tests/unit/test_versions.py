@@ -9,12 +9,9 @@ import os
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils import gpudirect_ofed as ofed
 from ansible.module_utils import gpudirect_versions as v
-from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import filter_loader
-from ansible.template import Templar, trust_as_template
 
-import gpudirect
 import gpudirect_decisions as d
 import gpudirect_facts
 from conftest import PROJECT_FIXTURES, ROOT
@@ -43,8 +40,6 @@ def test_every_fixture_names_its_source():
 def test_ofed_info_s(entry):
     expected = {"flavor": entry["flavor"], "version": entry["version"], "parts": entry["parts"]}
     assert v.parse_ofed_info_s(entry["text"]) == expected
-    # the filter is the same parser
-    assert gpudirect.ofed_version(entry["text"]) == expected
 
 
 @entries("ofed_info_s")
@@ -123,51 +118,6 @@ def test_compare_wanted_needs_a_wanted_version():
         v.compare_wanted([24, 10], [])
 
 
-# --- the decision and the post-install check, on what DOCA really prints ------------
-
-DOCA_ENTRIES = [e for e in STRINGS["ofed_info_s"] if e.get("doca")]
-
-
-def _post_install_check(after_stdout, method, wanted):
-    """Evaluate the role's post-install assert (roles/mlnx_ofed/tasks/change.yml) as Ansible does."""
-    filter_loader.add_directory(os.path.join(ROOT, "filter_plugins"))
-    loader = DataLoader()
-    tasks = loader.load_from_file(os.path.join(ROOT, "roles", "mlnx_ofed", "tasks", "change.yml"))
-    task = next(t for t in tasks if t["name"] == "Check that the installed OFED is the wanted one")
-    variables = {"__mlnx_ofed_after": {"stdout": after_stdout}, "mlnx_ofed_method": method,
-                 "__mlnx_ofed_wanted_version": wanted}
-    variables.update({k: trust_as_template(x) for k, x in task.get("vars", {}).items()})
-    templar = Templar(loader=loader, variables=variables)
-    return templar.evaluate_expression(trust_as_template(task["ansible.builtin.assert"]["that"]))
-
-
-@pytest.mark.parametrize("entry", DOCA_ENTRIES, ids=lambda e: e["doca"])
-def test_doca_release_as_installed_needs_no_change(entry):
-    wanted = DOCA_TABLE[entry["doca"]]
-    plan = d.mlnx_ofed_action(entry["text"], "doca", wanted)
-    assert plan["action"] == "none", plan
-    assert plan["installed_version"] == entry["version"]
-
-
-@pytest.mark.parametrize("entry", DOCA_ENTRIES, ids=lambda e: e["doca"])
-def test_post_install_check_passes_on_what_doca_prints(entry):
-    wanted = DOCA_TABLE[entry["doca"]]
-    assert _post_install_check(entry["text"].rstrip("\n"), "doca", wanted) is True
-
-
-def test_post_install_check_fails_on_another_release():
-    assert _post_install_check("OFED-internal-25.01-0.6.0:", "doca", DOCA_TABLE["2.9.1"]) is False
-    assert _post_install_check("OFED-internal-24.10-1.1.40:", "doca", "24.10-1.1.4") is False
-
-
-def test_suffixed_installed_version_orders_against_other_releases():
-    suffixed = "OFED-internal-24.10-1.1.4.0.200:\n"
-    assert d.mlnx_ofed_action(suffixed, "doca", "25.01-0.6.0")["action"] == "upgrade"
-    assert d.mlnx_ofed_action(suffixed, "doca", "24.10-1.1.3")["action"] == "downgrade"
-    assert d.mlnx_ofed_action(suffixed, "mlnx_ofed_tarball", "24.10-1.1.4.0")["action"] == "replace"
-    assert d.mlnx_ofed_action(suffixed, "inbox", "")["action"] == "remove"
-
-
 # --- malformed input: a clear error naming the text ---------------------------------
 
 @pytest.mark.parametrize("parser,text", [
@@ -198,10 +148,6 @@ def test_empty_or_no_text_is_an_error(parser, text):
 
 
 def test_filters_turn_parser_errors_into_filter_errors_naming_the_knob():
-    with pytest.raises(AnsibleFilterError, match="mlnx_ofed_version: .*'24.10'"):
-        d.mlnx_ofed_action("", "doca", "24.10")
-    with pytest.raises(AnsibleFilterError, match="ofed_info -s on the host: .*'ofed_info: command not found'"):
-        d.mlnx_ofed_action("ofed_info: command not found", "doca", "24.10-1.1.4")
     with pytest.raises(AnsibleFilterError, match="rdma-core package version: .*'not installed'"):
         d.rdma_core_major("not installed")
     with pytest.raises(AnsibleFilterError, match="'abc'"):
@@ -247,7 +193,7 @@ def test_standin_doca_releases_print_the_real_strings():
     with open(os.path.join(ROOT, "tests", "harness", "standin_repo", "build.sh"), encoding="utf-8") as handle:
         releases = re.search(r"^DOCA_RELEASES=\((.*)\)$", handle.read(), re.M).group(1)
     printed = dict(pair.split() for pair in re.findall(r'"([^"]+)"', releases))
-    real = {e["doca"]: e["version"] for e in DOCA_ENTRIES}
+    real = {e["doca"]: e["version"] for e in STRINGS["ofed_info_s"] if e.get("doca")}
     assert printed == real
     for doca, version in printed.items():
-        assert d.mlnx_ofed_action("OFED-internal-%s:" % version, "doca", DOCA_TABLE[doca])["action"] == "none"
+        assert ofed.decide_action("OFED-internal-%s:" % version, "doca", DOCA_TABLE[doca])["action"] == "none"

@@ -142,6 +142,14 @@ def test_ofed_stack_installed_at_the_wanted_version_and_held(host):
     assert "doca-ofed" in held and "mlnx-ofed-kernel-dkms" in held
 
 
+def test_doca_repository_is_one_deb822_source_signed_by_the_checked_key(host):
+    """mlnx_ofed writes the repository with deb822_repository and removes the one-line list
+    that check_in_vm.sh (and earlier releases of the role) wrote: one definition, signed-by."""
+    assert not host.file("/etc/apt/sources.list.d/doca.list").exists
+    sources = host.file("/etc/apt/sources.list.d/doca.sources").content_string
+    assert "Suites: ./" in sources and "Signed-By: /etc/apt/keyrings/mellanox-doca.asc" in sources
+
+
 def test_nvidia_peermem_loaded_for_the_running_kernel_and_linked_against_ofed(host):
     """Loaded (checked through /sys/module, as the role does) and built against
     OFED's peer-memory symbols, so it survives the reboot between verifies."""
