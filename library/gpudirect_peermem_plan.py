@@ -136,7 +136,8 @@ provisional:
   type: bool
   sample: false
 load:
-  description: The peer-memory module to load (not loaded now); null when none.
+  description: The peer-memory module that is not loaded now; null when none. (The role asks modprobe for the
+    path's module in any case, since an earlier stage may unload it after the plan was made.)
   returned: always
   type: str
   sample: nvidia_peermem

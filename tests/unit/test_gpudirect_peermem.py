@@ -415,3 +415,29 @@ def test_module_runs_commands_list_form_in_the_c_locale(run_module, monkeypatch)
     assert calls and all(isinstance(args, list) for args, _ in calls)
     assert all(kwargs["environ_update"]["LC_ALL"] == "C" for _, kwargs in calls)
     assert out["path"] == "nvidia_peermem" and not out["ok"] and out["provisional"] is True
+
+
+def test_documentation_parses_and_covers_options_and_results(run_module, monkeypatch, h100):
+    doc = yaml.safe_load(gpudirect_peermem_plan.DOCUMENTATION)
+    returned = yaml.safe_load(gpudirect_peermem_plan.RETURN)
+    assert yaml.safe_load(gpudirect_peermem_plan.EXAMPLES)
+    specs = {}
+
+    class Capture(Exception):
+        pass
+
+    def fake(*args, **kwargs):
+        specs.update(kwargs["argument_spec"])
+        assert kwargs["supports_check_mode"] is True
+        raise Capture()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(gpudirect_peermem_plan, "AnsibleModule", fake)
+        with pytest.raises(Capture):
+            gpudirect_peermem_plan.main()
+    assert set(doc["options"]) == set(specs)
+    for name, spec in specs.items():
+        assert doc["options"][name]["type"] == spec["type"] and doc["options"][name]["default"] == spec["default"]
+    monkeypatch.setattr(gpudirect_peermem_plan, "make_host", lambda module: gpu_node_host())
+    out = run_module(gpudirect_peermem_plan, {"facts": h100})
+    assert set(out) - {"changed", "invocation"} == set(returned)
