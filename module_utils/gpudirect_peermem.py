@@ -31,7 +31,6 @@ from ansible.module_utils import gpudirect_versions as versions
 __metaclass__ = type
 
 MECHANISMS = ("auto", "dmabuf", "nvidia_peermem", "nv_peer_mem")
-PEER_MODULES = ("nvidia_peermem", "nv_peer_mem")
 # modules whose presence in /sys/module the decision and the diagnosis read
 WATCHED_MODULES = ("nvidia", "nvidia_peermem", "nv_peer_mem", "ib_core", "ib_peer_mem")
 OPENIBD_UNITS = ("/etc/systemd/system/openibd.service", "/lib/systemd/system/openibd.service",
