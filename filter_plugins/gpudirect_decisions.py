@@ -1,4 +1,5 @@
-"""Pure decision functions of the driver stages (nvidia_driver, gpudirect_peermem).
+"""Pure decision functions of the nvidia_driver stage (mlnx_ofed and gpudirect_peermem
+decide in their plan modules: library/mlnx_ofed_plan.py, library/gpudirect_peermem_plan.py).
 
 Every filter here is a pure function of its arguments: the roles pass in
 ``ansible_facts.gpudirect`` (published once by the preflight stage), their own
@@ -25,21 +26,12 @@ Filters
     Compare the installed driver (packages, or a module installed outside the
     package manager) with the wanted one: ``none`` / ``install`` / ``change`` /
     ``keep`` (a matching foreign driver) / ``refuse`` (a foreign one that differs).
-``rdma_core_major``
-    Upstream rdma-core major version from a package version (``"50.0-2"``,
-    ``"2410mlnx54-1.2410068"`` -> 50, 54).
-``gpudirect_peermem_choice``
-    Choose the peer-memory mechanism (``dmabuf`` / ``nvidia_peermem`` /
-    ``nv_peer_mem``) with reasons.
-
-The OFED decision lives in module_utils/gpudirect_ofed.py (module mlnx_ofed_plan).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import sys
 
 try:
@@ -242,128 +234,6 @@ def nvidia_driver_plan(probe, branch, version="", flavor="open", dkms_packages=N
                         % (where, wanted, "; ".join(diffs), remove, wanted, keep))
 
 
-def rdma_core_major(version):
-    """Upstream rdma-core major version from a package version.
-
-    :param version: Debian/RPM version, e.g. ``"50.0-2ubuntu0.2"``, ``"1:50.0-1"``, or the
-        MLNX/DOCA form ``"2410mlnx54-1.2410068"`` (based on upstream 54).
-    :returns: int, or None when empty (not installed).
-    :raises AnsibleFilterError: on text that is no package version.
-    """
-    if not str(version or "").strip():
-        return None
-    upstream = _parse(_versions.parse_package_version, str(version), "rdma-core package version")["upstream"]
-    match = re.match(r"\d+mlnx(\d+)", upstream) or re.match(r"(\d+)", upstream)
-    return int(match.group(1))
-
-
-def _version_tuple(text):
-    """The numbers of a version (driver, kernel) for ``>=`` checks; () for none."""
-    return tuple(_versions.numbers(text or ""))
-
-
-def gpudirect_peermem_choice(facts, requested="auto", driver=None, rdma_core=None, ofed=None, libibverbs=None):
-    """Choose the GPUDirect RDMA peer-memory mechanism.
-
-    dma-buf needs: a GPU (Turing or later), the open kernel module, driver >= 515
-    (CUDA driver API >= 11.7), kernel >= 5.12 with CONFIG_DMA_SHARED_BUFFER, and
-    rdma-core >= 34 (``ibv_reg_dmabuf_mr``).  Else nvidia-peermem (driver >= 470,
-    needs OFED's peer-memory API), else nv_peer_mem (older drivers, OFED too).
-
-    :param facts: ``ansible_facts.gpudirect``.
-    :param requested: ``gpudirect_peermem_mechanism``: auto, dmabuf, nvidia_peermem, nv_peer_mem.
-    :param driver: ``{"version": "580.95.05", "flavor": "open"}`` of the installed
-        driver; falls back to ``facts.nvidia_driver``.
-    :param rdma_core: installed rdma-core package version (any form ``rdma_core_major`` reads).
-    :param ofed: ``ofed_info -s`` output, or a version, or "" when no OFED stack is installed.
-    :param libibverbs: what the probe found of ``libibverbs.so.1``: ``{"path", "version"
-        (rdma-core version from the file name, "50.0" of libibverbs.so.1.14.50.0),
-        "dmabuf" (it exports ibv_reg_dmabuf_mr)}``.  When a library was found, whether it
-        exports the symbol decides (no rdma-core package is needed: an image may carry
-        only libibverbs1); otherwise the rdma-core package version does.
-    :returns: ``{"mechanism", "reasons": [...], "dmabuf": {"ok": bool, "reasons": [...]}, "ok": bool}``;
-        ``ok`` false means the mechanism cannot work and ``reasons`` say why.
-    """
-    if requested not in ("auto", "dmabuf", "nvidia_peermem", "nv_peer_mem"):
-        raise AnsibleFilterError("gpudirect_peermem_mechanism must be auto, dmabuf, nvidia_peermem or nv_peer_mem, "
-                                 "got %r" % (requested,))
-    facts = facts or {}
-    fdriver = facts.get("nvidia_driver") or {}
-    driver = dict(driver or {})
-    version = driver.get("version") or fdriver.get("version")
-    flavor = driver.get("flavor") or fdriver.get("flavor")
-    dver = _version_tuple(version)
-    kernel = (facts.get("kernel") or {}).get("running")
-    kver = _version_tuple(kernel)[:2]
-    dmabuf_facts = facts.get("dmabuf") or {}
-    infos = _NV.gpu_infos(facts.get("gpus"))
-    rc_major = rdma_core_major(rdma_core)
-    has_ofed = bool(str(ofed or "").strip())
-
-    ok, no = [], []
-    if infos:
-        ok.append("%d GPU(s): %s" % (len(infos), ", ".join(map(_NV.describe, infos))))
-        old = [i for i in infos if i["known"] and not i["open"]]
-        if old:
-            no.append("%s: not supported by the open kernel module (no dma-buf)" % ", ".join(map(_NV.describe, old)))
-    else:
-        no.append("no NVIDIA GPU in the facts: dma-buf cannot be proven")
-    if flavor == "open":
-        ok.append("open kernel module")
-    else:
-        no.append("kernel module flavour is %s, dma-buf needs the open one" % (flavor or "unknown (not loaded)"))
-    if dver and dver[0] >= 515:
-        ok.append("driver %s >= 515 (CUDA >= 11.7)" % version)
-    else:
-        no.append("driver %s < 515" % (version or "unknown"))
-    if kver and kver >= (5, 12) and dmabuf_facts.get("kernel_ok", True) is not False:
-        ok.append("kernel %s >= 5.12" % kernel)
-    else:
-        no.append("kernel %s < 5.12 or unknown" % (kernel or "unknown"))
-    if dmabuf_facts.get("config_dma_shared_buffer") in ("n", False):
-        no.append("kernel built without CONFIG_DMA_SHARED_BUFFER")
-    lib = libibverbs or {}
-    if lib.get("path"):
-        lib_text = "%s (rdma-core %s)" % (lib["path"], rdma_core or lib.get("version") or "version unknown")
-        if lib.get("dmabuf"):
-            ok.append("%s exports ibv_reg_dmabuf_mr" % lib_text)
-        else:
-            no.append("%s does not export ibv_reg_dmabuf_mr (rdma-core >= 34 does)" % lib_text)
-    elif rc_major is not None and rc_major >= 34:
-        ok.append("rdma-core %s (upstream %d >= 34, ibv_reg_dmabuf_mr)" % (rdma_core, rc_major))
-    else:
-        no.append("rdma-core %s: ibv_reg_dmabuf_mr needs >= 34" % (rdma_core or "not installed"))
-    dmabuf = {"ok": not no, "reasons": ok if not no else no}
-
-    reasons = []
-    if requested in ("auto", "dmabuf") and dmabuf["ok"]:
-        reasons.append("dma-buf: " + "; ".join(ok))
-        if (facts.get("peermem") or {}).get("nvidia_peermem"):
-            reasons.append("nvidia_peermem is loaded but not needed with dma-buf (left as it is)")
-        return {"mechanism": "dmabuf", "ok": True, "reasons": reasons, "dmabuf": dmabuf}
-    if requested == "dmabuf":
-        return {"mechanism": "dmabuf", "ok": False, "reasons": ["dma-buf not possible: " + "; ".join(no)],
-                "dmabuf": dmabuf}
-    if requested == "auto":
-        reasons.append("no dma-buf: " + "; ".join(no))
-    ofed_reason = ("OFED %s provides the peer-memory API" % str(ofed).strip().rstrip(":")) if has_ofed else None
-    if requested == "nvidia_peermem" or (requested == "auto" and (not dver or dver[0] >= 470)):
-        mech = "nvidia_peermem"
-        if dver and dver[0] < 470:
-            return {"mechanism": mech, "ok": False, "dmabuf": dmabuf,
-                    "reasons": reasons + ["nvidia-peermem ships with driver R470 and later, installed %s" % version]}
-        reasons.append("nvidia-peermem: driver %s" % (version or "not yet known (installed later)"))
-    else:
-        mech = "nv_peer_mem"
-        reasons.append("nv_peer_mem: driver %s %s" % (version or "unknown",
-                                                      "< R470" if dver and dver[0] < 470 else "(requested)"))
-    if not has_ofed:
-        return {"mechanism": mech, "ok": False, "dmabuf": dmabuf,
-                "reasons": reasons + ["no MLNX_OFED/DOCA-OFED (ofed_info missing): the upstream kernel has no "
-                                      "peer-memory API; install OFED (mlnx_ofed_method doca or "
-                                      "mlnx_ofed_tarball) or use dma-buf"]}
-    reasons.append(ofed_reason)
-    return {"mechanism": mech, "ok": True, "reasons": reasons, "dmabuf": dmabuf}
 
 
 class FilterModule:
@@ -379,6 +249,4 @@ class FilterModule:
             "nvidia_fabricmanager_plan": nvidia_fabricmanager_plan,
             "nvidia_driver_version_parse": nvidia_driver_version_parse,
             "nvidia_driver_plan": nvidia_driver_plan,
-            "rdma_core_major": rdma_core_major,
-            "gpudirect_peermem_choice": gpudirect_peermem_choice,
         }

@@ -13,6 +13,9 @@ One parser for each thing the toolkit reads:
 ``parse_package_version``
     A Debian or RPM package version: ``[epoch:]upstream[-revision]``
     (``3:580.95.05-1.el9``, ``24.10.OFED.24.10.1.1.4.1-1``, ``2410mlnx54-1.2410068``).
+``parse_rdma_core_version`` / ``parse_libibverbs_file``
+    rdma-core: its package version (``50.0-2ubuntu0.2``, DOCA's ``2410mlnx54-1.2410068``
+    is upstream 54) and the version in ``libibverbs.so.1``'s file name (``.so.1.14.50.0``).
 ``parse_driver_version``
     An NVIDIA driver version: ``580.95.05``, ``535.104.12``, ``550.54``.
 ``parse_proc_driver_version``
@@ -59,6 +62,8 @@ _OFED_N = re.compile(_OFED_NUMBERS)
 # Debian policy: upstream starts with a digit; RPM releases may carry "_" (el9_4).
 _PACKAGE = re.compile(r"(?:(?P<epoch>\d+):)?(?P<upstream>\d[A-Za-z0-9.+~_]*(?:-[A-Za-z0-9.+~_]+)*?)"
                       r"(?:-(?P<revision>[A-Za-z0-9.+~_]+))?")
+_RDMA_CORE_MLNX = re.compile(r"\d+mlnx(\d+)")
+_LIBIBVERBS = re.compile(r"libibverbs\.so\.1\.\d+\.(\d+(?:\.\d+)*)$")
 _DRIVER = re.compile(r"(?P<branch>\d{3})\.\d+(?:\.\d+)?")
 _PROC_OPEN = re.compile(r"NVRM version:\s+NVIDIA UNIX Open Kernel Module for (?P<arch>\S+)\s+"
                         r"(?P<version>\d+(?:\.\d+)+)(?:\s|$)")
@@ -140,6 +145,35 @@ def parse_package_version(text):
                            "upstream starting with a digit)" % (text,))
     return {"epoch": int(match.group("epoch") or 0), "upstream": match.group("upstream"),
             "revision": match.group("revision") or "", "version": value}
+
+
+def parse_rdma_core_version(text):
+    """An rdma-core package version -> ``{"version", "upstream", "major"}``.
+
+    ``50.0-2ubuntu0.2`` -> major 50; the MLNX/DOCA form ``2410mlnx54-1.2410068`` is based
+    on upstream 54 (the number after ``mlnx``).
+
+    :raises VersionError: on text that is no package version.
+    """
+    found = parse_package_version(text)
+    match = _RDMA_CORE_MLNX.match(found["upstream"]) or re.match(r"(\d+)", found["upstream"])
+    return {"version": found["version"], "upstream": found["upstream"], "major": int(match.group(1))}
+
+
+def parse_libibverbs_file(path):
+    """The rdma-core version in the file name of ``libibverbs.so.1``'s real file.
+
+    ``/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0`` -> ``{"version": "50.0", "major": 50}``
+    (rdma-core names the library ``libibverbs.so.1.<ABI minor>.<rdma-core version>``).
+
+    :raises VersionError: when the name is not of that form (``libibverbs.so.1`` itself, another library).
+    """
+    value = _text(path, "libibverbs file name")
+    match = _LIBIBVERBS.search(value)
+    if not match:
+        raise VersionError("libibverbs file name: %r is not libibverbs.so.1.<abi>.<rdma-core version> "
+                           "(e.g. libibverbs.so.1.14.50.0)" % (path,))
+    return {"version": match.group(1), "major": int(match.group(1).split(".")[0])}
 
 
 def parse_driver_version(text):

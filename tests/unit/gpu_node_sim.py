@@ -22,7 +22,6 @@ from contextlib import redirect_stdout
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NVIDIA_PROBE = os.path.join(ROOT, "roles", "nvidia_driver", "files", "nvidia_driver_probe.py")
-PEERMEM_PROBE = os.path.join(ROOT, "roles", "gpudirect_peermem", "files", "gpudirect_peermem_probe.py")
 
 # /proc/driver/nvidia/version on the GPU node (../shared/fixtures/h200/system.txt)
 PROC_OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n"
@@ -139,6 +138,46 @@ def gpu_node(proc=PROC_OPEN, sys_version="580.159.04", packages=None, rdma_core=
 
     return Host(kernel, files=files, dirs=dirs, links=links, which={"dpkg-query"}, commands=commands,
                 symbols=symbols)
+
+
+class ModuleHost:
+    """A ``Host`` as the plan modules' probes see it (module_utils/gpudirect_peermem.Host):
+    the same simulated files, commands and libraries, through the module's interface."""
+
+    def __init__(self, host):
+        self.host = host
+        self._os = host._os()  # pylint: disable=protected-access
+
+    def run(self, argv):
+        rc, out = self.host.run(argv)
+        return rc, out, ""
+
+    def read(self, path):
+        return self.host.files.get(path, "")
+
+    def exists(self, path):
+        return self._os.path.exists(path)
+
+    def isdir(self, path):
+        return self._os.path.isdir(path)
+
+    def realpath(self, path):
+        return self._os.path.realpath(path)
+
+    def glob(self, pattern):
+        return self.host.glob(pattern)
+
+    def which(self, name):
+        return "/usr/bin/" + name if name in self.host.which else None
+
+    def exports(self, path, symbol):
+        try:
+            return hasattr(self.host.cdll(path), symbol)
+        except OSError:
+            return False
+
+    def uname(self):
+        return self._os.uname()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pytest
 
 import gpu_node_sim as sim
 import gpudirect_decisions as d
+from ansible.module_utils import gpudirect_peermem as peermem
 from conftest import PROJECT_FIXTURES, ROOT
 
 FACTS = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "gpudirect_facts.json")
@@ -94,8 +95,18 @@ def test_driver_decision_on_the_node_keeps_it(facts):
     assert out["message"] == KEPT and not out["managed"]
 
 
+PEERMEM_PATHS = {"unit_name": "gpudirect-nvidia-peermem.service",
+                 "unit_path": "/etc/systemd/system/gpudirect-nvidia-peermem.service",
+                 "modules_load_path": "/etc/modules-load.d/gpudirect-nvidia-peermem.conf",
+                 "nv_conf_path": "/etc/infiniband/nv_peer_mem.conf"}
+
+
+def peermem_probe(**node):
+    return peermem.probe(sim.ModuleHost(sim.gpu_node(**node)), PEERMEM_PATHS)
+
+
 def test_peermem_probe_on_the_node():
-    out = sim.gpu_node().probe(sim.PEERMEM_PROBE)
+    out = peermem_probe()
     assert out["driver"] == {"version": "580.159.04", "flavor": "open", "source": "loaded module"}
     assert out["libibverbs"] == {"path": "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0", "version": "50.0",
                                  "dmabuf": True}
@@ -109,21 +120,18 @@ def test_peermem_probe_on_the_node():
     ({"libibverbs": ("33.0", False)}, "nvidia_peermem", False),
 ])
 def test_peermem_choice_with_the_node_values(facts, node, mechanism, ok):
-    found = sim.gpu_node(**node).probe(sim.PEERMEM_PROBE)
-    out = d.gpudirect_peermem_choice(facts, "auto", found["driver"], found["rdma_core"], found["ofed"],
-                                     found["libibverbs"])
+    out = peermem.plan(facts, "auto", peermem_probe(**node), PEERMEM_PATHS)
     assert (out["mechanism"], out["ok"]) == (mechanism, ok), out["reasons"]
 
 
 def test_peermem_auto_on_the_node_picks_dmabuf_with_the_reasons(facts):
-    found = sim.gpu_node().probe(sim.PEERMEM_PROBE)
-    out = d.gpudirect_peermem_choice(facts, "auto", found["driver"], found["rdma_core"], found["ofed"],
-                                     found["libibverbs"])
+    out = peermem.plan(facts, "auto", peermem_probe(), PEERMEM_PATHS)
     assert out["mechanism"] == "dmabuf" and out["ok"]
     assert out["reasons"] == [
         "dma-buf: 1 GPU(s): 0x2335 (H200); open kernel module; driver 580.159.04 >= 515 (CUDA >= 11.7); "
         "kernel 6.18.44-fc-v657-gpu >= 5.12; /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0 (rdma-core 50.0) "
         "exports ibv_reg_dmabuf_mr"]
+    assert out["changes"] == [] and out["disruption"] == [] and not out["provisional"]
 
 
 # --- the two roles in check mode on the simulated node ---------------------------------
@@ -133,6 +141,21 @@ import json, sys
 sys.path.insert(0, {tests!r})
 import gpu_node_sim
 print(json.dumps(gpu_node_sim.gpu_node(**{node!r}).probe({real!r}, *sys.argv[1:])))
+"""
+
+# The real plan module, its host answering for the simulated node. The imports of
+# ansible.module_utils.* make AnsiballZ ship the module_utils the real module needs.
+PLAN_WRAPPER = """#!/usr/bin/python3
+import importlib.util, sys
+from ansible.module_utils.gpudirect_kernel import C_LOCALE
+from ansible.module_utils.gpudirect_peermem import Host
+sys.path.insert(0, {tests!r})
+import gpu_node_sim
+spec = importlib.util.spec_from_file_location("gpudirect_peermem_plan_real", {real!r})
+real = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(real)
+real.make_host = lambda module: gpu_node_sim.ModuleHost(gpu_node_sim.gpu_node(**{node!r}))
+real.main()
 """
 
 FACTS_MODULE = """#!/usr/bin/python3
@@ -158,10 +181,13 @@ def _roles_on_simulated_node(tmp_path, node, *extra):
     probes and the facts module answering for the simulated node."""
     roles, library = tmp_path / "roles", tmp_path / "library"
     library.mkdir()
-    for role, probe in (("nvidia_driver", sim.NVIDIA_PROBE), ("gpudirect_peermem", sim.PEERMEM_PROBE)):
+    for role, probe in (("nvidia_driver", sim.NVIDIA_PROBE),):
         shutil.copytree(os.path.join(ROOT, "roles", role), roles / role)
         (roles / role / "files" / os.path.basename(probe)).write_text(
             PROBE_WRAPPER.format(tests=os.path.dirname(__file__), node=node, real=probe))
+    shutil.copytree(os.path.join(ROOT, "roles", "gpudirect_peermem"), roles / "gpudirect_peermem")
+    (library / "gpudirect_peermem_plan.py").write_text(PLAN_WRAPPER.format(
+        tests=os.path.dirname(__file__), node=node, real=os.path.join(ROOT, "library", "gpudirect_peermem_plan.py")))
     (library / "gpudirect_facts.py").write_text(FACTS_MODULE.format(facts=FACTS))
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("gpu_nodes:\n  hosts:\n    gpunode:\n      ansible_connection: local\n"

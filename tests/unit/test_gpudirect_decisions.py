@@ -111,86 +111,6 @@ def test_driver_version_parse():
         d.nvidia_driver_version_parse("abc")
 
 
-# --- rdma-core -----------------------------------------------------------------
-
-@pytest.mark.parametrize("version,major", [
-    ("44.0-2", 44), ("1:50.0-1", 50), ("2410mlnx54-1.2410068", 54), ("33.1", 33), ("", None), (None, None),
-    ("50.0-2ubuntu0.2", 50),
-])
-def test_rdma_core_major(version, major):
-    assert d.rdma_core_major(version) == major
-
-
-# --- peer memory -----------------------------------------------------------------
-
-def test_peermem_h200_auto_dmabuf(h200):
-    out = d.gpudirect_peermem_choice(h200, "auto", None, "50.0-2", "")
-    assert out["mechanism"] == "dmabuf" and out["ok"]
-    text = out["reasons"][0]
-    for needle in ("0x2335 (H200)", "open kernel module", "driver 580.159.04 >= 515", "kernel 6.18.44",
-                   "rdma-core 50.0-2"):
-        assert needle in text
-
-
-def test_peermem_h200_old_rdma_core_falls_back(h200):
-    out = d.gpudirect_peermem_choice(h200, "auto", None, "33.0-1", "OFED-internal-24.10-1.1.4:")
-    assert out["mechanism"] == "nvidia_peermem" and out["ok"]
-    assert "ibv_reg_dmabuf_mr needs >= 34" in out["reasons"][0]
-
-
-def test_peermem_vm_no_gpu_picks_nvidia_peermem():
-    facts = {"gpus": [], "nvidia_driver": {"loaded": True, "version": "580.95.05", "flavor": "open"},
-             "kernel": {"running": "6.1.0-41-amd64"}, "dmabuf": {"kernel_ok": True, "open_module": True},
-             "peermem": {}}
-    out = d.gpudirect_peermem_choice(facts, "auto", {"version": "580.95.05", "flavor": "open"}, "44.0-2",
-                                     "OFED-internal-24.10-1.1.4:")
-    assert out["mechanism"] == "nvidia_peermem" and out["ok"]
-    assert "no NVIDIA GPU" in out["reasons"][0]
-    assert "OFED-internal-24.10-1.1.4 provides" in out["reasons"][-1]
-
-
-def test_peermem_needs_ofed():
-    out = d.gpudirect_peermem_choice({"gpus": []}, "auto", {"version": "580.95.05", "flavor": "open"}, "44.0", "")
-    assert out["mechanism"] == "nvidia_peermem" and not out["ok"]
-    assert "peer-memory API" in out["reasons"][-1]
-
-
-def test_peermem_old_driver_nv_peer_mem():
-    out = d.gpudirect_peermem_choice({"gpus": [gpu("0x1db4")], "kernel": {"running": "4.18.0"}}, "auto",
-                                     {"version": "460.106.00", "flavor": "proprietary"}, "", "MLNX_OFED_LINUX-5.4-3.6.8.1:")
-    assert out["mechanism"] == "nv_peer_mem" and out["ok"]
-
-
-def test_peermem_explicit_dmabuf_refused_with_reasons():
-    out = d.gpudirect_peermem_choice({"gpus": [gpu("0x1db4")], "kernel": {"running": "6.1.0"}}, "dmabuf",
-                                     {"version": "535.1", "flavor": "proprietary"}, "44.0", "")
-    assert not out["ok"] and "not supported by the open kernel module" in out["reasons"][0]
-
-
-def test_peermem_nvidia_peermem_on_old_driver_refused():
-    out = d.gpudirect_peermem_choice({}, "nvidia_peermem", {"version": "460.1"}, "", "MLNX_OFED_LINUX-5.4-3.6.8.1:")
-    assert not out["ok"] and "R470" in out["reasons"][-1]
-
-
-def test_peermem_bad_value():
-    with pytest.raises(AnsibleFilterError, match="gpudirect_peermem_mechanism"):
-        d.gpudirect_peermem_choice({}, "gdr")
-
-
-def test_peermem_libibverbs_symbol_decides(h200):
-    lib = {"path": "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0", "version": "50.0", "dmabuf": True}
-    out = d.gpudirect_peermem_choice(h200, "auto", None, "", "", lib)
-    assert out["mechanism"] == "dmabuf" and out["ok"]
-    assert "libibverbs.so.1.14.50.0 (rdma-core 50.0) exports ibv_reg_dmabuf_mr" in out["reasons"][0]
-    # a library without the symbol wins over a package version that claims it
-    out = d.gpudirect_peermem_choice(h200, "auto", None, "50.0-2", "", dict(lib, dmabuf=False))
-    assert out["mechanism"] == "nvidia_peermem" and not out["ok"]
-    assert "does not export ibv_reg_dmabuf_mr" in out["reasons"][0]
-    # no library found: the package version decides, as before
-    out = d.gpudirect_peermem_choice(h200, "auto", None, "", "", {"path": "", "version": "", "dmabuf": False})
-    assert out["mechanism"] == "nvidia_peermem" and "rdma-core not installed" in out["reasons"][0]
-
-
 # --- the installed driver: packages, foreign, nothing --------------------------------
 
 FOREIGN_580_OPEN = {"loaded_version": "580.159.04", "version": "580.159.04", "flavor": "open", "path": "",
@@ -291,5 +211,7 @@ def test_driver_plan_reload_pending_is_said():
 
 def test_filters_registered():
     names = d.FilterModule().filters()
-    assert {"nvidia_driver_flavor", "nvidia_driver_plan", "gpudirect_peermem_choice"} <= set(names)
-    assert not {"mlnx_ofed_action", "mlnx_ofed_installer_message"} & set(names)
+    assert {"nvidia_driver_flavor", "nvidia_driver_plan"} <= set(names)
+    # module_utils/gpudirect_ofed.py and module_utils/gpudirect_peermem.py decide those now
+    assert not {"mlnx_ofed_action", "mlnx_ofed_installer_message", "gpudirect_peermem_choice",
+                "rdma_core_major"} & set(names)

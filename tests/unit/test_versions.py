@@ -14,6 +14,7 @@ from ansible.module_utils import gpudirect_versions as v
 
 import gpudirect_decisions as d
 import gpudirect_facts
+from ansible.module_utils import gpudirect_peermem as peermem
 from conftest import PROJECT_FIXTURES, ROOT
 
 with open(os.path.join(PROJECT_FIXTURES, "vendor_strings", "versions.yml"), encoding="utf-8") as _handle:
@@ -60,7 +61,8 @@ def test_package_version(entry):
         "epoch": entry["epoch"], "upstream": entry["upstream"], "revision": entry["revision"],
         "version": entry["text"]}
     if "rdma_core_major" in entry:
-        assert d.rdma_core_major(entry["text"]) == entry["rdma_core_major"]
+        assert v.parse_rdma_core_version(entry["text"])["major"] == entry["rdma_core_major"]
+        assert peermem.rdma_core_major(entry["text"]) == entry["rdma_core_major"]
 
 
 @entries("driver_versions")
@@ -148,8 +150,6 @@ def test_empty_or_no_text_is_an_error(parser, text):
 
 
 def test_filters_turn_parser_errors_into_filter_errors_naming_the_knob():
-    with pytest.raises(AnsibleFilterError, match="rdma-core package version: .*'not installed'"):
-        d.rdma_core_major("not installed")
     with pytest.raises(AnsibleFilterError, match="'abc'"):
         d.nvidia_driver_version_parse("abc")
 
@@ -176,12 +176,6 @@ def test_probes_read_proc_version_like_the_parser(entry, monkeypatch):
     monkeypatch.setattr(driver, "owner", lambda path: "")
     found = driver.module("6.8.0-90-generic")
     assert (found["loaded_version"], found["flavor"]) == (entry["version"], entry["flavor"])
-
-    peermem = _load_probe("gpudirect_peermem", "gpudirect_peermem_probe.py")
-    monkeypatch.setattr(peermem, "read", lambda path: files.get(path, ""))
-    monkeypatch.setattr(peermem, "run", lambda argv: (1, ""))
-    found = peermem.nvidia_driver("6.8.0-90-generic")
-    assert (found["version"], found["flavor"]) == (entry["version"], entry["flavor"])
 
 
 # --- the stand-in repository prints what the real releases print ----------------------
