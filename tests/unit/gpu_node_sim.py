@@ -21,7 +21,6 @@ import types
 from contextlib import redirect_stdout
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NVIDIA_PROBE = os.path.join(ROOT, "roles", "nvidia_driver", "files", "nvidia_driver_probe.py")
 PEERMEM_PROBE = os.path.join(ROOT, "roles", "gpudirect_peermem", "files", "gpudirect_peermem_probe.py")
 
 # /proc/driver/nvidia/version on the GPU node (../shared/fixtures/h200/system.txt)
@@ -72,6 +71,13 @@ class Host:
             realpath=lambda p: self.links.get(p, p))
         return types.SimpleNamespace(path=path, environ={},
                                      uname=lambda: ("Linux", "node", self.kernel, "#1 SMP", "x86_64"))
+
+    def plan_host(self):
+        """This host as module_utils/gpudirect_nvidia_plan.probe reads it."""
+        return types.SimpleNamespace(read=self.read, run=self.run, glob=self.glob, isdir=lambda p: p in self.dirs,
+                                     exists=lambda p: p in self.files or p in self.dirs or p in self.links,
+                                     which=lambda name: name in self.which or name in ("modinfo", "ldconfig"),
+                                     release=lambda: self.kernel)
 
     def probe(self, script, *args):
         """Run a probe script's main() on this host; return its JSON."""
