@@ -438,7 +438,8 @@ def decide(found, options):
                        % ", ".join(found["initramfs_nouveau_unblocked"]))
     if fm["wanted"] and managed and fm_package["name"] not in packages:
         changes.append("install and start the fabric manager %s at the driver version" % fm_package["name"])
-    if "nvidia" not in loaded and "nouveau" not in loaded and action != "refuse":
+    # without a GPU the module refuses to load (the role reports it, not a change)
+    if "nvidia" not in loaded and "nouveau" not in loaded and action != "refuse" and options.get("gpus"):
         changes.append("load the nvidia module")
     if managed and action in ("none", "keep") and not rebuild and not found.get("stamp"):
         changes.append("record the DKMS build in %s" % STAMP)

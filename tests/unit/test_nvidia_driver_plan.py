@@ -355,6 +355,8 @@ def test_fresh_install_on_a_bare_node_changes_without_disruption():
     assert out["changes"][0] == ("install the NVIDIA driver branch 580 (newest) (open) from the CUDA repository: "
                                  "nvidia-open")
     assert "load the nvidia module" in out["changes"] and out["disruption"] == []
+    # a node without a GPU (a test VM): the module cannot load there, so it is no change to make
+    assert "load the nvidia module" not in plan.decide(found(), options())["changes"]
 
 
 def test_el_installs_the_module_stream():
