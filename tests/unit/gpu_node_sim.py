@@ -1,7 +1,8 @@
 """Run the roles' read-only probes against a simulated host (the GPU node by default).
 
-The probes (roles/*/files/*_probe.py) read files and run commands; here they read a
-table of files and get canned command output instead, so what each probe makes of a
+The probes (roles/*/files/*_probe.py, and module_utils/gpudirect_nvidia_plan.probe through
+``Host.plan_host()``) read files and run commands; here they read a table of files and get
+canned command output instead, so what each probe makes of a
 host is tested without that host.  ``gpu_node()`` is the real GPU node as captured in
 tests/fixtures/gpu_node/h200 and ../shared/fixtures/h200: Ubuntu 24.04, kernel
 6.18.44 without /lib/modules (modinfo finds nothing), the open NVIDIA module
