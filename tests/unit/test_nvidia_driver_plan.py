@@ -279,23 +279,6 @@ def test_probe_h200_reads_shared_capture(h200):
         "not managed by packages")
 
 
-def test_probe_finds_nouveau_per_kernel_on_a_debian_node():
-    running, default = "6.1.0-41-amd64", "6.1.0-42-amd64"
-
-    def commands(argv):
-        if argv[:2] == ["modinfo", "-k"] and argv[3:] == ["-n", "nouveau"]:
-            return 0, "/lib/modules/%s/kernel/drivers/gpu/drm/nouveau/nouveau.ko.xz" % argv[2]
-        return 1, ""
-
-    host = sim.Host(running, dirs={"/lib/modules/" + running, "/lib/modules/" + default},
-                    which={"dpkg-query"}, commands=commands)
-    assert plan.probe(host.plan_host(), "580")["nouveau_kernels"] == [running, default]
-    # modinfo without an index (no depmod yet) still finds the file
-    host = sim.Host(running, files={"/lib/modules/%s/kernel/drivers/gpu/drm/nouveau/nouveau.ko.xz" % default: "x"},
-                    dirs={"/lib/modules/" + default}, which={"dpkg-query"}, commands=lambda argv: (1, ""))
-    assert plan.probe(host.plan_host(), "580")["nouveau_kernels"] == [default]
-
-
 def test_probe_reads_held_packages_from_dpkg_status():
     """``hi`` as in vendor.txt (``hi  libnccl2 2.28.3-1+cuda13.0``): installed and held."""
     def commands(argv):
