@@ -29,7 +29,10 @@ Usage::
         --source "where the file came from" [--earlier 515=old.json ...] \\
         [-o module_utils/gpudirect_nvidia_gpus.py]
 
-Only the derived table is committed, never the vendor file.
+The table is written compactly but stays readable: per group of (open, legacy, first),
+items ``<ids>=<name>`` (ids sharing a name together), a few per line; the module builds the
+same ``GPUS`` dict from them on import. Only the derived table is committed, never the
+vendor file.
 """
 
 from __future__ import annotations
@@ -116,8 +119,32 @@ def _wrap(text, width=90):
     return parts + [line]
 
 
+def _packed(rows):
+    """``{(open, legacy, first): ["2330=NVIDIA H100 80GB HBM3", "20b0,20b1=...", ...]}``: ids sharing a
+    name and a group on one item, in id order."""
+    groups = {}
+    for devid in sorted(rows):
+        name, kopen, legacy, first = rows[devid]
+        if "=" in name or ";" in name:
+            raise TableError("GPU name %r of %s holds '=' or ';', which the packed table uses" % (name, devid))
+        names = groups.setdefault((kopen, legacy, first), {})
+        names.setdefault(name, []).append(devid[2:])
+    return {key: ["%s=%s" % (",".join(ids), name) for name, ids in names.items()] for key, names in groups.items()}
+
+
+def _lines(items, width=108):
+    """Items joined by "; " into string literals of at most ``width`` characters, never splitting an item."""
+    out, line = [], ""
+    for item in items:
+        if line and len(line) + len(item) + 2 > width:
+            out.append(line)
+            line = ""
+        line += item + "; "
+    return out + ([line] if line else [])
+
+
 def render(rows, driver, source, command):
-    """The Python text of the table module."""
+    """The Python text of the table module: per group of (open, legacy, first), items ``ids=name``."""
     lines = [
         '"""NVIDIA GPU table derived from the driver\'s supported-gpus.json. GENERATED: do not edit.',
         "",
@@ -130,6 +157,10 @@ def render(rows, driver, source, command):
         "  legacy -- last driver branch supporting the id (\"470\"), \"\" when the current one does",
         "  first  -- first branch whose list names the id (\"525\"), \"\" when the oldest list",
         "            compared already did",
+        "",
+        "It is built from _PACKED: for each (open, legacy, first), items \"<ids>=<name>\" separated by",
+        "\"; \", <ids> the device ids (4 hex digits, comma-separated) sharing that name. To find an id,",
+        "search for its 4 digits (e.g. 2330).",
         '"""',
         "",
         "DRIVER = %r" % str(driver),
@@ -137,12 +168,24 @@ def render(rows, driver, source, command):
         *("    %r" % part for part in _wrap(source)),
         ")",
         "",
-        "GPUS = {",
+        "_PACKED = {",
     ]
-    for devid in sorted(rows):
-        name, kopen, legacy, first = rows[devid]
-        lines.append("    %r: (%r, %s, %r, %r)," % (devid, name, kopen, legacy, first))
-    lines.append("}")
+    packed = _packed(rows)
+    for key in sorted(packed, key=lambda k: (not k[0], k[2], k[1])):
+        lines.append("    (%s, %r, %r): (" % key)
+        lines.extend("        %r" % part for part in _lines(packed[key]))
+        lines.append("    ),")
+    lines += [
+        "}",
+        "",
+        "GPUS = {}",
+        "for _key, _text in _PACKED.items():",
+        "    for _item in _text.split(\"; \"):",
+        "        if _item:",
+        "            _ids, _name = _item.split(\"=\", 1)",
+        "            for _id in _ids.split(\",\"):",
+        "                GPUS[\"0x\" + _id] = (_name,) + _key",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,8 @@
 """Run the roles' read-only probes against a simulated host (the GPU node by default).
 
-The probes (roles/*/files/*_probe.py) read files and run commands; here they read a
-table of files and get canned command output instead, so what each probe makes of a
+The probes (roles/*/files/*_probe.py, and module_utils/gpudirect_nvidia_plan.probe through
+``Host.plan_host()``) read files and run commands; here they read a table of files and get
+canned command output instead, so what each probe makes of a
 host is tested without that host.  ``gpu_node()`` is the real GPU node as captured in
 tests/fixtures/gpu_node/h200 and ../shared/fixtures/h200: Ubuntu 24.04, kernel
 6.18.44 without /lib/modules (modinfo finds nothing), the open NVIDIA module
@@ -21,7 +22,6 @@ import types
 from contextlib import redirect_stdout
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NVIDIA_PROBE = os.path.join(ROOT, "roles", "nvidia_driver", "files", "nvidia_driver_probe.py")
 
 # /proc/driver/nvidia/version on the GPU node (../shared/fixtures/h200/system.txt)
 PROC_OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n"
@@ -71,6 +71,13 @@ class Host:
             realpath=lambda p: self.links.get(p, p))
         return types.SimpleNamespace(path=path, environ={},
                                      uname=lambda: ("Linux", "node", self.kernel, "#1 SMP", "x86_64"))
+
+    def plan_host(self):
+        """This host as module_utils/gpudirect_nvidia_plan.probe reads it."""
+        return types.SimpleNamespace(read=self.read, run=self.run, glob=self.glob, isdir=lambda p: p in self.dirs,
+                                     exists=lambda p: p in self.files or p in self.dirs or p in self.links,
+                                     which=lambda name: name in self.which or name in ("modinfo", "ldconfig"),
+                                     release=lambda: self.kernel)
 
     def probe(self, script, *args):
         """Run a probe script's main() on this host; return its JSON."""

@@ -2,9 +2,10 @@
 
 The node (tests/fixtures/gpu_node/h200, ../shared/fixtures/h200): Ubuntu 24.04, kernel
 6.18.44 with no /lib/modules, the open NVIDIA module 580.159.04 loaded but no driver
-package, libibverbs.so.1 of rdma-core 50.0.  The roles' probes run on a simulation of
-it (gpu_node_sim.py); their output goes through the roles' decision filters with the
-node's real facts; and the two roles run in check mode on the simulated node.
+package, libibverbs.so.1 of rdma-core 50.0.  The nvidia_driver plan (module_utils/
+gpudirect_nvidia_plan.py) and the peer-memory probe run on a simulation of it
+(gpu_node_sim.py) with the node's real facts; and the two roles run in check mode on the
+simulated node.
 """
 
 import json
@@ -16,13 +17,12 @@ import sys
 import pytest
 
 import gpu_node_sim as sim
-import gpudirect_decisions as d
+from ansible.module_utils import gpudirect_nvidia_plan as plan
 from ansible.module_utils import gpudirect_peermem as peermem
 from conftest import PROJECT_FIXTURES, ROOT
 
 FACTS = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "gpudirect_facts.json")
-PROBE_ARGS = (json.dumps(["nvidia-open", "cuda-drivers", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms",
-                          "nvidia-persistenced", "nvidia-driver"]), "/etc/modprobe.d/gpudirect-blacklist-nouveau.conf")
+NOUVEAU_CONF = "/etc/modprobe.d/gpudirect-blacklist-nouveau.conf"
 KEPT = ("driver 580.159.04 (open) is installed outside the package manager (runfile or image): "
         "kept, not managed by packages")
 
@@ -34,9 +34,9 @@ def fixture_facts():
 
 
 def test_driver_probe_finds_the_image_driver_without_lib_modules():
-    out = sim.gpu_node().probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
-    assert out["packages"] == {} and out["module_version"] == ""
-    assert out["module"]["version"] == out["loaded_version"] == "580.159.04"
+    out = plan.probe(sim.gpu_node().plan_host(), "580", NOUVEAU_CONF)
+    assert out["packages"] == {} and out["module"]["disk_version"] == ""
+    assert out["module"]["version"] == out["module"]["loaded_version"] == "580.159.04"
     assert out["module"]["flavor"] == "open" and out["module"]["owner"] == ""
     assert out["nouveau_kernels"] == [] and out["initramfs_nouveau_unblocked"] == []
     assert out["persistenced"] == {"unit": False, "systemd": True, "running": False}
@@ -44,14 +44,14 @@ def test_driver_probe_finds_the_image_driver_without_lib_modules():
 
 
 def test_driver_probe_reads_the_version_from_proc_when_sysfs_has_none():
-    out = sim.gpu_node(sys_version="").probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    out = plan.probe(sim.gpu_node(sys_version="").plan_host(), "580", NOUVEAU_CONF)
     assert out["module"]["version"] == "580.159.04" and out["module"]["flavor"] == "open"
-    out = sim.gpu_node(proc=sim.PROC_PROPRIETARY, sys_version="").probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    out = plan.probe(sim.gpu_node(proc=sim.PROC_PROPRIETARY, sys_version="").plan_host(), "580", NOUVEAU_CONF)
     assert (out["module"]["version"], out["module"]["flavor"]) == ("570.86.15", "proprietary")
 
 
 def test_driver_probe_sees_the_persistenced_unit():
-    out = sim.gpu_node(persistenced_unit=True).probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    out = plan.probe(sim.gpu_node(persistenced_unit=True).plan_host(), "580", NOUVEAU_CONF)
     assert out["persistenced"]["unit"] is True
 
 
@@ -66,11 +66,11 @@ def test_driver_probe_on_a_debian_node_finds_nouveau_for_each_kernel():
 
     host = sim.Host(running, dirs={"/lib/modules/" + running, "/lib/modules/" + default},
                     which={"dpkg-query"}, commands=commands)
-    assert host.probe(sim.NVIDIA_PROBE, *PROBE_ARGS)["nouveau_kernels"] == [running, default]
+    assert plan.probe(host.plan_host(), "580", NOUVEAU_CONF)["nouveau_kernels"] == [running, default]
     # modinfo without an index (no depmod yet) still finds the file
     host = sim.Host(running, files={"/lib/modules/%s/kernel/drivers/gpu/drm/nouveau/nouveau.ko.xz" % default: "x"},
                     dirs={"/lib/modules/" + default}, which={"dpkg-query"}, commands=lambda argv: (1, ""))
-    assert host.probe(sim.NVIDIA_PROBE, *PROBE_ARGS)["nouveau_kernels"] == [default]
+    assert plan.probe(host.plan_host(), "580", NOUVEAU_CONF)["nouveau_kernels"] == [default]
 
 
 @pytest.mark.parametrize("node,branch,version,flavor,action", [
@@ -83,16 +83,16 @@ def test_driver_probe_on_a_debian_node_finds_nouveau_for_each_kernel():
     ({"proc": "", "sys_version": ""}, "580", "", "open", "install"),
 ])
 def test_driver_decision_on_the_node_and_variants(facts, node, branch, version, flavor, action):
-    found = sim.gpu_node(**node).probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
-    wanted = d.nvidia_driver_flavor(facts["gpus"], flavor)["flavor"]
-    assert d.nvidia_driver_plan(found, branch, version, wanted)["action"] == action
+    found = plan.probe(sim.gpu_node(**node).plan_host(), branch, NOUVEAU_CONF)
+    wanted = plan.choose_flavor(facts["gpus"], flavor)["flavor"]
+    assert plan.driver_action(found, branch, version, wanted)["action"] == action
 
 
 def test_driver_decision_on_the_node_keeps_it(facts):
-    found = sim.gpu_node().probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
-    flavor = d.nvidia_driver_flavor(facts["gpus"], "auto", "open")["flavor"]
-    out = d.nvidia_driver_plan(found, "580", "", flavor)
+    found = plan.probe(sim.gpu_node().plan_host(), "580", NOUVEAU_CONF)
+    out = plan.decide(found, {"branch": "580", "gpus": facts["gpus"], "os_family": "Debian"})
     assert out["message"] == KEPT and not out["managed"]
+    assert out["changes"] == [] and out["disruption"] == []
 
 
 PEERMEM_PATHS = {"unit_name": "gpudirect-nvidia-peermem.service",
@@ -136,16 +136,7 @@ def test_peermem_auto_on_the_node_picks_dmabuf_with_the_reasons(facts):
 
 # --- the two roles in check mode on the simulated node ---------------------------------
 
-PROBE_WRAPPER = """#!/usr/bin/python3
-import json, sys
-sys.path.insert(0, {tests!r})
-import gpu_node_sim
-print(json.dumps(gpu_node_sim.gpu_node(**{node!r}).probe({real!r}, *sys.argv[1:])))
-"""
-
-# The real plan module, its host answering for the simulated node. The imports of
-# ansible.module_utils.* make AnsiballZ ship the module_utils the real module needs.
-PLAN_WRAPPER = """#!/usr/bin/python3
+PEERMEM_PLAN_WRAPPER = """#!/usr/bin/python3
 import importlib.util, sys
 from ansible.module_utils.gpudirect_kernel import C_LOCALE
 from ansible.module_utils.gpudirect_peermem import Host
@@ -155,6 +146,19 @@ spec = importlib.util.spec_from_file_location("gpudirect_peermem_plan_real", {re
 real = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(real)
 real.make_host = lambda module: gpu_node_sim.ModuleHost(gpu_node_sim.gpu_node(**{node!r}))
+real.main()
+"""
+
+NVIDIA_PLAN_WRAPPER = """#!/usr/bin/python
+import importlib.util, sys
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_nvidia_plan import probe
+sys.path.insert(0, {tests!r})
+import gpu_node_sim
+spec = importlib.util.spec_from_file_location("_real_nvidia_driver_plan", {real!r})
+real = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(real)
+real._Host = lambda module: gpu_node_sim.gpu_node(**{node!r}).plan_host()
 real.main()
 """
 
@@ -177,16 +181,16 @@ def _supported_controller():
 
 
 def _roles_on_simulated_node(tmp_path, node, *extra):
-    """Run tests/harness/gpu_node/roles.yml with --check on this machine, with the roles'
-    probes and the facts module answering for the simulated node."""
+    """Run tests/harness/gpu_node/roles.yml with --check on this machine, with the
+    nvidia_driver plan module, the peer-memory probe and the facts module answering for the
+    simulated node."""
     roles, library = tmp_path / "roles", tmp_path / "library"
     library.mkdir()
-    for role, probe in (("nvidia_driver", sim.NVIDIA_PROBE),):
-        shutil.copytree(os.path.join(ROOT, "roles", role), roles / role)
-        (roles / role / "files" / os.path.basename(probe)).write_text(
-            PROBE_WRAPPER.format(tests=os.path.dirname(__file__), node=node, real=probe))
+    shutil.copytree(os.path.join(ROOT, "roles", "nvidia_driver"), roles / "nvidia_driver")
+    (library / "nvidia_driver_plan.py").write_text(NVIDIA_PLAN_WRAPPER.format(
+        tests=os.path.dirname(__file__), node=node, real=os.path.join(ROOT, "library", "nvidia_driver_plan.py")))
     shutil.copytree(os.path.join(ROOT, "roles", "gpudirect_peermem"), roles / "gpudirect_peermem")
-    (library / "gpudirect_peermem_plan.py").write_text(PLAN_WRAPPER.format(
+    (library / "gpudirect_peermem_plan.py").write_text(PEERMEM_PLAN_WRAPPER.format(
         tests=os.path.dirname(__file__), node=node, real=os.path.join(ROOT, "library", "gpudirect_peermem_plan.py")))
     (library / "gpudirect_facts.py").write_text(FACTS_MODULE.format(facts=FACTS))
     inventory = tmp_path / "hosts.yml"

@@ -224,6 +224,10 @@ def test_validate_runs_first(role):
         for task in tasks:
             if task.get("ansible.builtin.include_tasks") == "validate.yml":
                 break
+            # the plan (tasks/plan.yml) validates first, then decides read-only
+            if task.get("ansible.builtin.include_tasks") == "plan.yml":
+                assert _load(os.path.join(tasks_dir, "plan.yml"))[0].get("ansible.builtin.include_tasks") == "validate.yml"
+                break
             changing = CHANGING.intersection(task)
             assert not changing, "%s/%s.yml: %s runs before validate.yml" % (role, entry, task.get("name"))
 

@@ -14,12 +14,9 @@ Sources of the real names and ids:
 """
 
 import pytest
-from ansible.errors import AnsibleFilterError
-
 import gpu_node_sim as sim
-import gpudirect_decisions as d
 from ansible.module_utils import gpudirect_nvidia as nv
-from test_gpu_node_roles import PROBE_ARGS
+from ansible.module_utils import gpudirect_nvidia_plan as plan
 
 
 @pytest.mark.parametrize("branch,family,version,name,spec", [
@@ -37,7 +34,7 @@ def test_package_per_branch_and_family(branch, family, version, name, spec):
 
 
 def test_580_debian_never_installs_the_virtual_name():
-    out = d.nvidia_fabricmanager_package("580", "Debian", "580.95.05")
+    out = nv.fabricmanager_package("580", "Debian", "580.95.05")
     assert "nvidia-fabricmanager-580" not in out["spec"] and "virtual" in out["source"]
 
 
@@ -46,8 +43,8 @@ def test_580_debian_never_installs_the_virtual_name():
     (("580", "Debian", "570.86.15"), "not a version of branch 580"),
 ])
 def test_package_bad_input(args, needle):
-    with pytest.raises(AnsibleFilterError, match=needle):
-        d.nvidia_fabricmanager_package(*args)
+    with pytest.raises(nv.NvidiaDecisionError, match=needle):
+        nv.fabricmanager_package(*args)
 
 
 def bridge(device_id, address):
@@ -76,8 +73,8 @@ def test_gh200_bridge_function_is_a_gpu_not_a_switch():
 
 
 def test_unknown_bridge_id_fails_naming_id_address_and_knob():
-    with pytest.raises(AnsibleFilterError) as err:
-        d.nvidia_fabricmanager_plan([bridge("0x2b00", "0000:0a:00.0")], "auto")
+    with pytest.raises(nv.NvidiaDecisionError) as err:
+        nv.fabricmanager_plan([bridge("0x2b00", "0000:0a:00.0")], "auto")
     message = str(err.value)
     assert "0x2b00 at 0000:0a:00.0" in message and "nvidia_driver_fabricmanager: true" in message
 
@@ -105,13 +102,13 @@ def _with_pci(host, functions):
 def test_probe_reports_nvidia_bridge_functions_with_ids():
     host = _with_pci(sim.gpu_node(), [("0000:00:06.0", "0x2330", "0x030200"),
                                       ("0000:07:00.0", "0x22a3", "0x068000")])
-    out = host.probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    out = plan.probe(host.plan_host(), "580")
     assert out["nvswitches"] == [{"address": "0000:07:00.0", "device_id": "0x22a3"}]
     assert nv.fabricmanager_plan(out["nvswitches"])["wanted"]
 
 
 def test_probe_on_the_gpu_node_finds_no_switch():
     host = _with_pci(sim.gpu_node(), [("0000:00:06.0", "0x2330", "0x030200")])
-    out = host.probe(sim.NVIDIA_PROBE, *PROBE_ARGS)
+    out = plan.probe(host.plan_host(), "580")
     assert out["nvswitches"] == []
     assert nv.fabricmanager_plan(out["nvswitches"])["wanted"] is False

@@ -173,7 +173,7 @@ def test_generator_on_a_vendor_shaped_sample(tmp_path):
     assert "supported-gpus.json of NVIDIA driver 525.85.12" in text
     assert "--driver 525.85.12 --earlier 515=..." in text
     namespace = {}
-    exec(compile(text, str(out), "exec"), namespace)  # noqa: S102 - the generated table is plain literals
+    exec(compile(text, str(out), "exec"), namespace)  # noqa: S102 - the generated table is literals and one loop
     assert namespace["DRIVER"] == "525.85.12"
     assert namespace["GPUS"] == {
         "0x1023": ("Tesla K40m", False, "470", ""),
@@ -199,6 +199,24 @@ def test_generator_refuses_disagreeing_rows_and_other_shapes(tmp_path, capsys):
     assert "no top-level" in capsys.readouterr().err
 
 
+def test_packed_table_groups_ids_by_name_and_refuses_separators():
+    gen = _generator()
+    rows = {"0x20b0": ("NVIDIA A100-SXM4-40GB", True, "", ""), "0x20b1": ("NVIDIA A100-PCIE-40GB", True, "", ""),
+            "0x20b2": ("NVIDIA A100-SXM4-80GB", True, "", ""), "0x20be": ("NVIDIA GRID A100A", True, "", ""),
+            "0x1db4": ("Tesla V100-PCIE-16GB", False, "", ""), "0x1e89": ("NVIDIA GeForce RTX 2060", True, "", ""),
+            "0x1f03": ("NVIDIA GeForce RTX 2060", True, "", "525")}
+    text = gen.render(rows, "525", "s", "c")
+    # one name, two groups (the first branch differs): an item in each
+    assert "1e89=NVIDIA GeForce RTX 2060; " in text and "1f03=NVIDIA GeForce RTX 2060; " in text
+    namespace = {}
+    exec(compile(text, "table", "exec"), namespace)  # noqa: S102 - the generated table is literals and one loop
+    assert namespace["GPUS"] == rows
+    same_name = dict(rows, **{"0x1f03": ("NVIDIA GeForce RTX 2060", True, "", "")})
+    assert "1e89,1f03=NVIDIA GeForce RTX 2060; " in gen.render(same_name, "525", "s", "c")
+    with pytest.raises(gen.TableError, match="holds '=' or ';'"):
+        gen.render({"0x1234": ("A=B", True, "", "")}, "525", "s", "c")
+
+
 def test_committed_table_is_what_the_generator_writes():
     gen = _generator()
     from ansible.module_utils import gpudirect_nvidia_gpus as table
@@ -208,4 +226,6 @@ def test_committed_table_is_what_the_generator_writes():
                       "scripts/nvidia-supported-gpus-table.py supported-gpus.json --driver 525 "
                       "--earlier 510=... --earlier 515=...")
     with open(os.path.join(ROOT, "module_utils", "gpudirect_nvidia_gpus.py"), encoding="utf-8") as handle:
-        assert handle.read() == text
+        committed = handle.read()
+    assert committed == text
+    assert len(committed.splitlines()) < 800

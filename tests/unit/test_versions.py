@@ -9,12 +9,13 @@ import os
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils import gpudirect_nvidia_plan as nvplan
 from ansible.module_utils import gpudirect_ofed as ofed
 from ansible.module_utils import gpudirect_versions as v
 
-import gpudirect_decisions as d
 import gpudirect_facts
 from ansible.module_utils import gpudirect_peermem as peermem
+import gpu_node_sim as sim
 from conftest import PROJECT_FIXTURES, ROOT
 
 with open(os.path.join(PROJECT_FIXTURES, "vendor_strings", "versions.yml"), encoding="utf-8") as _handle:
@@ -69,7 +70,6 @@ def test_package_version(entry):
 def test_driver_version(entry):
     expected = {"version": entry["text"], "branch": entry["branch"], "parts": entry["parts"]}
     assert v.parse_driver_version(entry["text"]) == expected
-    assert d.nvidia_driver_version_parse(entry["text"]) == expected
 
 
 @entries("proc_driver_nvidia_version")
@@ -82,17 +82,17 @@ def test_proc_driver_version(entry):
 
 def test_driver_package_versions_give_the_driver_version():
     # dpkg (Ubuntu revision) and rpm (epoch 3, EL release) forms of one driver
-    assert d._package_version("580.95.05-0ubuntu1") == "580.95.05"
-    assert d._package_version("3:580.95.05-1.fc44") == "580.95.05"
-    assert d._package_version("") == ""
+    assert nvplan._package_driver("580.95.05-0ubuntu1", "t") == "580.95.05"
+    assert nvplan._package_driver("3:580.95.05-1.fc44", "t") == "580.95.05"
+    assert nvplan._package_driver("", "t") == ""
 
 
 def test_driver_version_is_exact_for_nvidia_driver_version():
     # nvidia_driver_version pins an exact version: numbers equal, leading zeros aside
-    assert d._matches("580.95.05", "open", "580", "580.95.5", "open") == []
-    assert d._matches("580.95.05", "open", "580", "580.105.08", "open") == [
+    assert nvplan._differences("580.95.05", "open", "580", "580.95.5", "open") == []
+    assert nvplan._differences("580.95.05", "open", "580", "580.105.08", "open") == [
         "version 580.95.05 installed, 580.105.08 wanted"]
-    assert d._matches("550.54.15", "open", "550", "550.54", "open") == ["version 550.54.15 installed, 550.54 wanted"]
+    assert nvplan._differences("550.54.15", "open", "550", "550.54", "open") == ["version 550.54.15 installed, 550.54 wanted"]
 
 
 # --- the matching rule ------------------------------------------------------------
@@ -150,8 +150,8 @@ def test_empty_or_no_text_is_an_error(parser, text):
 
 
 def test_filters_turn_parser_errors_into_filter_errors_naming_the_knob():
-    with pytest.raises(AnsibleFilterError, match="'abc'"):
-        d.nvidia_driver_version_parse("abc")
+    with pytest.raises(nvplan.PlanError, match="nvidia_driver_version: .*'abc'"):
+        nvplan.decide({}, {"branch": "580", "version": "abc", "os_family": "Debian"})
 
 
 # --- the probes that run as plain scripts on the host agree with the parser -------------
@@ -166,15 +166,12 @@ def _load_probe(role, name):
 
 @entries("proc_driver_nvidia_version")
 def test_probes_read_proc_version_like_the_parser(entry, monkeypatch):
-    """The probes are copied to the host alone (ansible.builtin.script) and cannot import
-    module_utils; without modinfo they read /proc/driver/nvidia/version themselves, and must
-    read it as gpudirect_versions does."""
+    """Without modinfo the version and flavour come from /proc/driver/nvidia/version alone:
+    the nvidia_driver plan reads it through gpudirect_versions; the peer-memory probe, copied
+    to the host alone (ansible.builtin.script), must read it the same way."""
     files = {"/proc/driver/nvidia/version": entry["text"], "/sys/module/nvidia/version": ""}
-    driver = _load_probe("nvidia_driver", "nvidia_driver_probe.py")
-    monkeypatch.setattr(driver, "read", lambda path: files.get(path, ""))
-    monkeypatch.setattr(driver, "run", lambda argv: (1, ""))
-    monkeypatch.setattr(driver, "owner", lambda path: "")
-    found = driver.module("6.8.0-90-generic")
+    host = sim.Host("6.8.0-90-generic", files=files).plan_host()
+    found = nvplan.probe_module(host, "6.8.0-90-generic")
     assert (found["loaded_version"], found["flavor"]) == (entry["version"], entry["flavor"])
 
 

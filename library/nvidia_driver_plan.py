@@ -1,0 +1,316 @@
+#!/usr/bin/python
+"""Read-only plan of the nvidia_driver role: what is installed and what the role would change."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: nvidia_driver_plan
+short_description: Probe the NVIDIA driver on a host and decide what the nvidia_driver role does
+description:
+  - Reads the installed driver packages, the nvidia module (loaded and on disk), OFED, the DKMS build
+    record, NVIDIA class-0x0680 PCI functions, nouveau and nvidia-persistenced, and decides the driver
+    flavour, the branch check, install / change / none / keep, the DKMS rebuild against OFED, the fabric
+    manager, and what would interrupt running jobs.
+  - Never changes anything; C(changed) is always false. The decision logic is in
+    C(module_utils/gpudirect_nvidia_plan.py) and C(module_utils/gpudirect_nvidia.py).
+  - Fails before any change, naming the value and the variable to set, on a request the GPUs or the
+    installed driver cannot serve (unknown branch, flavour impossible for a GPU, a driver installed outside
+    the package manager that differs from the wanted one, unreadable driver version text).
+version_added: "1.0.0"
+author: gpudirect toolkit
+options:
+  branch:
+    description: Driver branch (C(nvidia_driver_branch)), three digits.
+    type: str
+    required: true
+  branch_unlisted_ok:
+    description: Accept a well-formed branch the toolkit does not list (C(nvidia_driver_branch_unlisted_ok)).
+    type: bool
+    default: false
+  version:
+    description: Exact driver version of the branch (C(nvidia_driver_version)); empty for any.
+    type: str
+    default: ""
+  flavor:
+    description: C(nvidia_driver_flavor).
+    type: str
+    default: auto
+    choices: [auto, open, proprietary]
+  flavor_fallback:
+    description: Flavour C(auto) uses without an NVIDIA GPU (C(nvidia_driver_flavor_fallback)).
+    type: str
+    default: open
+    choices: [open, proprietary]
+  fabricmanager:
+    description: C(nvidia_driver_fabricmanager) - auto, true or false.
+    type: str
+    default: auto
+  gpus:
+    description: The NVIDIA GPUs, C(ansible_facts.gpudirect.gpus) (each with C(device_id), C(address), C(name)).
+    type: list
+    elements: dict
+    default: []
+  os_family:
+    description: C(ansible_facts.os_family); the fabric manager package and the packages to install depend on it.
+    type: str
+    required: true
+  hold:
+    description: C(nvidia_driver_hold).
+    type: bool
+    default: true
+  blacklist_nouveau:
+    description: C(nvidia_driver_blacklist_nouveau).
+    type: bool
+    default: true
+  nouveau_conf:
+    description: The blacklist file looked for inside each initramfs.
+    type: path
+    default: /etc/modprobe.d/gpudirect-blacklist-nouveau.conf
+  rebuild_on_ofed_change:
+    description: C(nvidia_driver_rebuild_on_ofed_change).
+    type: bool
+    default: true
+  ofed_changed:
+    description: C(gpudirect_ofed_changed) from the mlnx_ofed stage in this run.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+notes:
+  - Commands run in list form with C(LC_ALL=C); a missing command (no modinfo, no dpkg-query) reads as
+    nothing found.
+"""
+
+EXAMPLES = r"""
+- name: Plan the driver
+  nvidia_driver_plan:
+    branch: "{{ nvidia_driver_branch }}"
+    version: "{{ nvidia_driver_version }}"
+    flavor: "{{ nvidia_driver_flavor }}"
+    gpus: "{{ ansible_facts.gpudirect.gpus | default([]) }}"
+    os_family: "{{ ansible_facts['os_family'] }}"
+  register: nvidia_driver_plan
+"""
+
+RETURN = r"""
+changes:
+  description: What the role would change, one short sentence each; empty when converged.
+  returned: always
+  type: list
+  elements: str
+  sample: ["install the NVIDIA driver branch 580 (newest) (open) from the CUDA repository: nvidia-open"]
+disruption:
+  description: What would interrupt running jobs (a module reload, a reboot); empty when nothing would.
+  returned: always
+  type: list
+  elements: str
+  sample: ["nvidia modules reload: 550.90.07 -> 570.86.15"]
+action:
+  description: >-
+    none (packages match), install (nothing installed), change (packages differ), keep (a matching driver
+    installed outside the package manager, left alone), refuse (never returned: the module fails instead).
+  returned: always
+  type: str
+managed:
+  description: Packages from the CUDA repository carry the driver (repository, packages, DKMS, holds are managed).
+  returned: always
+  type: bool
+source:
+  description: Where the driver comes from - package (CUDA repository), foreign (runfile, image), other package, none.
+  returned: always
+  type: str
+message:
+  description: The driver decision in one sentence.
+  returned: always
+  type: str
+installed_version:
+  description: Installed driver version of the wanted flavour (package) or of the foreign module; empty for none.
+  returned: always
+  type: str
+installed_flavor:
+  description: Flavour of the installed driver (open, proprietary); empty when unknown or none.
+  returned: always
+  type: str
+loaded_version:
+  description: Version of the loaded nvidia module; empty when not loaded.
+  returned: always
+  type: str
+loaded:
+  description: Which of nvidia, nvidia_peermem, nvidia_uvm, nvidia_drm, nvidia_modeset, nouveau are loaded.
+  returned: always
+  type: list
+  elements: str
+branch:
+  description: The checked branch.
+  returned: always
+  type: str
+branch_reasons:
+  description: Why the branch is accepted (known, or unlisted and accepted; GPUs it was not checked against).
+  returned: always
+  type: list
+  elements: str
+version:
+  description: The wanted exact version (C(nvidia_driver_version)); empty for the newest of the branch.
+  returned: always
+  type: str
+flavor:
+  description: The chosen flavour, open or proprietary.
+  returned: always
+  type: str
+flavor_reasons:
+  description: Why this flavour (the GPUs and what NVIDIA's data says of them, or the variable).
+  returned: always
+  type: list
+  elements: str
+held:
+  description: Driver packages dpkg has on hold now (Debian family).
+  returned: always
+  type: list
+  elements: str
+dkms_package:
+  description: DKMS package of the flavour (Debian family).
+  returned: always
+  type: str
+install_packages:
+  description: Packages (Debian) or the module stream (EL) the role installs.
+  returned: always
+  type: list
+  elements: str
+rebuild:
+  description: Rebuild the nvidia DKMS module against OFED (C(rebuild_reason) says why).
+  returned: always
+  type: bool
+rebuild_reason:
+  description: Why the DKMS module is rebuilt; empty when it is not.
+  returned: always
+  type: str
+reload:
+  description: The loaded nvidia modules are unloaded and loaded again (new driver or rebuild).
+  returned: always
+  type: bool
+unload_order:
+  description: Modules unloaded, in this order, to load another driver.
+  returned: always
+  type: list
+  elements: str
+kernel:
+  description: Running kernel release.
+  returned: always
+  type: str
+ofed:
+  description: C(ofed_info -s) output; empty without OFED.
+  returned: always
+  type: str
+stamp:
+  description: The DKMS build record (driver, kernel, OFED); empty when none.
+  returned: always
+  type: str
+nouveau:
+  description: "C(blacklist) (a kernel has nouveau and blacklisting is on), C(kernels), C(initramfs) (kernels whose
+    image carries nouveau.ko without the blacklist), C(loaded)."
+  returned: always
+  type: dict
+persistenced:
+  description: C(unit), C(systemd), C(running), C(installed), and C(managed) (the role enables and starts it).
+  returned: always
+  type: dict
+fabricmanager:
+  description: C(wanted), C(reason), C(switches), C(other), C(package) (name for the branch and family), C(installed).
+  returned: always
+  type: dict
+versionlock_plugin:
+  description: The dnf versionlock plugin is installed (EL).
+  returned: always
+  type: bool
+probe:
+  description: What was read on the host (packages, module, held packages, NVIDIA bridges, ...), for debugging.
+  returned: always
+  type: dict
+"""
+
+import glob
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_nvidia_plan import PlanError, decide, probe
+
+
+class _Host:
+    """The host as ``gpudirect_nvidia_plan.probe`` reads it; commands in list form, never through a shell."""
+
+    def __init__(self, module):
+        self.module = module
+
+    @staticmethod
+    def read(path):
+        try:
+            with open(path, "rb") as handle:
+                return handle.read().decode("utf-8", "replace").strip()
+        except (IOError, OSError):
+            return ""
+
+    def run(self, argv):
+        if not self.which(argv[0]):
+            return 127, ""
+        rc, out, _err = self.module.run_command(argv, environ_update={"LC_ALL": "C"})
+        return rc, out.strip()
+
+    def which(self, name):
+        return self.module.get_bin_path(name) is not None
+
+    @staticmethod
+    def glob(pattern):
+        return sorted(glob.glob(pattern))
+
+    @staticmethod
+    def isdir(path):
+        return os.path.isdir(path)
+
+    @staticmethod
+    def exists(path):
+        return os.path.exists(path)
+
+    @staticmethod
+    def release():
+        return os.uname()[2]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "branch": {"type": "str", "required": True},
+            "branch_unlisted_ok": {"type": "bool", "default": False},
+            "version": {"type": "str", "default": ""},
+            "flavor": {"type": "str", "default": "auto", "choices": ["auto", "open", "proprietary"]},
+            "flavor_fallback": {"type": "str", "default": "open", "choices": ["open", "proprietary"]},
+            "fabricmanager": {"type": "str", "default": "auto"},
+            "gpus": {"type": "list", "elements": "dict", "default": []},
+            "os_family": {"type": "str", "required": True},
+            "hold": {"type": "bool", "default": True},
+            "blacklist_nouveau": {"type": "bool", "default": True},
+            "nouveau_conf": {"type": "path", "default": "/etc/modprobe.d/gpudirect-blacklist-nouveau.conf"},
+            "rebuild_on_ofed_change": {"type": "bool", "default": True},
+            "ofed_changed": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        found = probe(_Host(module), params["branch"], params["nouveau_conf"])
+        plan = decide(found, params)
+    except PlanError as error:
+        module.fail_json(msg="nvidia_driver: %s" % error)
+    plan["probe"] = found
+    if plan["action"] == "refuse":
+        module.fail_json(msg="nvidia_driver: %s" % plan["message"], **plan)
+    module.exit_json(**plan)
+
+
+if __name__ == "__main__":
+    main()
