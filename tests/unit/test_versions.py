@@ -8,7 +8,6 @@ import os
 
 import pytest
 import yaml
-from ansible.errors import AnsibleFilterError
 from ansible.module_utils import gpudirect_nvidia_plan as nvplan
 from ansible.module_utils import gpudirect_ofed as ofed
 from ansible.module_utils import gpudirect_versions as v
