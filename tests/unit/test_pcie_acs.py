@@ -1,4 +1,4 @@
-"""Unit tests for library/pcie_acs.py on fake sysfs trees whose config files carry real
+"""Unit tests for library/pcie_acs.py (logic in module_utils/gpudirect_pcie_acs.py) on fake sysfs trees whose config files carry real
 configuration-space byte layouts (tests/unit/sysfs_tree.py).
 
 The central property: the module writes only the two bytes of ACS Control at the offset found
@@ -14,6 +14,8 @@ import struct
 import pytest
 
 from ansible.module_utils import basic
+
+from ansible.module_utils import gpudirect_pcie_acs as acs
 
 import pcie_acs
 from sysfs_tree import (
@@ -135,7 +137,7 @@ def params(tree, **kwargs):
 
 
 def run(tree, check_mode=False, **kwargs):
-    return pcie_acs.run(params(tree, **kwargs), check_mode)
+    return acs.run(params(tree, **kwargs), check_mode)
 
 
 def by_address(result):
@@ -143,7 +145,7 @@ def by_address(result):
 
 
 def failure(tree, check_mode=False, **kwargs):
-    with pytest.raises(pcie_acs.AcsError) as info:
+    with pytest.raises(acs.AcsError) as info:
         run(tree, check_mode, **kwargs)
     return info.value
 
@@ -166,16 +168,16 @@ def failure(tree, check_mode=False, **kwargs):
     (42, None),
 ])
 def test_normalize_address(text, expected):
-    assert pcie_acs.normalize_address(text) == expected
+    assert acs.normalize_address(text) == expected
 
 
 def test_is_plx_bridge_ids():
-    assert pcie_acs.is_plx_bridge(0x10B5, 0x8747)
+    assert acs.is_plx_bridge(0x10B5, 0x8747)
     for device in (0xC010, 0xC012, 0xC030, 0xC034):
-        assert pcie_acs.is_plx_bridge(0x1000, device)
-    assert not pcie_acs.is_plx_bridge(0x1000, 0x0097)  # SAS3008 HBA
-    assert not pcie_acs.is_plx_bridge(0x1000, 0x02B2)  # PEX890xx synthetic place-holder endpoint
-    assert not pcie_acs.is_plx_bridge(0x8086, 0x2030)
+        assert acs.is_plx_bridge(0x1000, device)
+    assert not acs.is_plx_bridge(0x1000, 0x0097)  # SAS3008 HBA
+    assert not acs.is_plx_bridge(0x1000, 0x02B2)  # PEX890xx synthetic place-holder endpoint
+    assert not acs.is_plx_bridge(0x8086, 0x2030)
 
 
 # ---------------------------------------------------------------------------
@@ -389,7 +391,7 @@ def test_check_mode_reports_the_change_and_writes_nothing(tmp_path, monkeypatch)
     def no_write(*args):
         raise AssertionError("check mode must not write")
 
-    monkeypatch.setattr(pcie_acs.os, "pwrite", no_write)
+    monkeypatch.setattr(acs.os, "pwrite", no_write)
     result = run(tree, check_mode=True)
     assert snapshot(tree) == before
     assert result["changed"] is True
@@ -407,7 +409,7 @@ def test_second_run_is_idempotent_and_does_not_write(tmp_path, monkeypatch):
     def no_write(*args):
         raise AssertionError("an already clear register must not be written")
 
-    monkeypatch.setattr(pcie_acs.os, "pwrite", no_write)
+    monkeypatch.setattr(acs.os, "pwrite", no_write)
     second = run(tree)
     assert second["changed"] is False
     assert all(b["changed"] is False and b["before"] == b["after"] == "0x0000" for b in second["bridges"])
@@ -424,7 +426,7 @@ def test_already_clear_tree_reports_unchanged(tmp_path):
 
 def test_read_back_mismatch_fails_with_before_and_after(tmp_path, monkeypatch):
     tree = server(tmp_path)
-    monkeypatch.setattr(pcie_acs.os, "pwrite", lambda fd, data, offset: len(data))  # the device ignores writes
+    monkeypatch.setattr(acs.os, "pwrite", lambda fd, data, offset: len(data))  # the device ignores writes
     error = failure(tree)
     assert "0000:02:08.0" in error.msg
     assert "read back 0x005d after writing 0x0000 at offset 0x14e (before 0x005d)" in error.msg
@@ -446,7 +448,7 @@ def test_read_back_mismatch_after_earlier_success_reports_changed(tmp_path, monk
             return real(fd, data, offset)
         return real(fd, b"\x1d\x00", offset)  # firmware keeps some bits
 
-    monkeypatch.setattr(pcie_acs.os, "pwrite", flaky)
+    monkeypatch.setattr(acs.os, "pwrite", flaky)
     error = failure(tree)
     assert error.details["changed"] is True
     assert [b["address"] for b in error.details["bridges"]] == [PLX_DN_148, PLX_DN_2A0]
@@ -463,7 +465,7 @@ def test_write_permission_denied_says_become(tmp_path, monkeypatch):
             raise OSError(errno.EACCES, "Permission denied", path)
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr(pcie_acs.os, "open", deny)
+    monkeypatch.setattr(acs.os, "open", deny)
     error = failure(tree)
     assert "Permission denied" in error.msg and "become: true" in error.msg
 
@@ -499,7 +501,7 @@ def test_every_vfio_style_driver_blocks_clearing(tmp_path, driver):
                                              ("mlx5_core", False), ("nvidia", False), ("pcieport", False),
                                              (None, False), ("", False)])
 def test_is_vfio_driver(driver, expected):
-    assert pcie_acs.is_vfio_driver(driver) is expected
+    assert acs.is_vfio_driver(driver) is expected
 
 
 def test_vfio_bound_device_refuses_unless_forced(tmp_path):
@@ -655,7 +657,7 @@ def test_enabled_custom_value_and_reserved_bits(tmp_path):
 
 def test_query_reports_without_writing(tmp_path, monkeypatch):
     tree = server(tmp_path)
-    monkeypatch.setattr(pcie_acs.os, "pwrite", lambda *a: pytest.fail("query must not write"))
+    monkeypatch.setattr(acs.os, "pwrite", lambda *a: pytest.fail("query must not write"))
     result = run(tree, state="query")
     assert result["changed"] is False
     assert all(b["before"] == b["after"] for b in result["bridges"])
@@ -664,8 +666,8 @@ def test_query_reports_without_writing(tmp_path, monkeypatch):
 
 
 def test_root_without_sysfs_fails(tmp_path):
-    with pytest.raises(pcie_acs.AcsError) as info:
-        pcie_acs.run(dict(mode="plx", include=[], exclude=[], pairs=[], pair_distances=[], state="disabled",
+    with pytest.raises(acs.AcsError) as info:
+        acs.run(dict(mode="plx", include=[], exclude=[], pairs=[], pair_distances=[], state="disabled",
                           acs_ctl=0x1D, force=False, root=str(tmp_path / "nothing")), False)
     assert "sys/bus/pci/devices" in info.value.msg
 
