@@ -1,5 +1,5 @@
-"""Unit tests for library/pcie_acs.py (logic in module_utils/gpudirect_pcie_acs.py) on fake sysfs trees whose config files carry real
-configuration-space byte layouts (tests/unit/sysfs_tree.py).
+"""Unit tests for library/pcie_acs.py (logic: module_utils/gpudirect_pcie_acs.py) on fake sysfs trees
+whose config files carry real configuration-space byte layouts (tests/unit/sysfs_tree.py).
 
 The central property: the module writes only the two bytes of ACS Control at the offset found
 by walking the extended capability list, never a fixed offset such as the 0xf2a of the old

@@ -16,7 +16,7 @@ from ansible.template import Templar, trust_as_template
 
 import gpudirect
 import gpudirect_decisions as d
-import gpudirect_facts
+from ansible.module_utils import gpudirect_facts_collector as collector
 from conftest import PROJECT_FIXTURES, ROOT
 
 with open(os.path.join(PROJECT_FIXTURES, "vendor_strings", "versions.yml"), encoding="utf-8") as _handle:
@@ -79,7 +79,7 @@ def test_driver_version(entry):
 def test_proc_driver_version(entry):
     assert v.parse_proc_driver_version(entry["text"]) == {
         "version": entry["version"], "flavor": entry["flavor"], "arch": entry["arch"]}
-    assert gpudirect_facts.parse_nvidia_version(entry["text"]) == {
+    assert collector.parse_nvidia_version(entry["text"]) == {
         "loaded": True, "version": entry["version"], "flavor": entry["flavor"]}
 
 
