@@ -338,6 +338,25 @@ kernel_param:
         CmpltRedir and EgressCtrl).
       type: str
       sample: "0000:02:08.0;0000:02:10.0"
+changes:
+  description: One sentence per bridge whose ACS Control changed (in check mode, would change), with the
+    before and after values; empty when every selected bridge already holds its target value. The
+    C(pcie_acs) role's plan (C(pcie_acs_plan.changes)) is built from it.
+  returned: always
+  type: list
+  elements: str
+  sample: ["ACS on bridge 0000:02:08.0 (10b5:8747): ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir UpstreamFwd
+    DirectTrans) -> 0x0000 (none)"]
+disruption:
+  description: One sentence per bridge of C(changes) that has a GPU (PCI class 0x0300/0x0302) or a network
+    controller (class 0x02xx) with a bound driver below it, naming the bridge and those devices; their
+    peer-to-peer and DMA traffic is routed differently from the moment the register changes, so running
+    jobs should be drained first. A bound GPU/NIC whose place in the PCI tree cannot be read is named too.
+  returned: always
+  type: list
+  elements: str
+  sample: ["ACS change on bridge 0000:02:08.0 (10b5:8747, ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir
+    UpstreamFwd DirectTrans) -> 0x0000 (none)) with bound GPU 0000:03:00.0 (driver nvidia) below it"]
 state:
   description: The requested state.
   returned: always

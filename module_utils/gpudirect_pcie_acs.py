@@ -26,6 +26,7 @@ from ansible.module_utils.gpudirect_pci import (
     pci_address_key,
     pci_device_dir,
     read_config,
+    parse_pci_path,
     read_int,
     resolve,
 )
@@ -42,6 +43,11 @@ DEFAULT_ACS_CTL = 0x001D
 # vfio-pci and the vendor vfio variant drivers (mlx5_vfio_pci, nvgrace_gpu_vfio_pci, hisi_acc_vfio_pci,
 # virtio_vfio_pci, pds_vfio_pci, ...): every driver whose name contains "vfio" hands a device to user space
 VFIO_DRIVER_MARK = "vfio"
+# Functions whose users an ACS change below a bridge interrupts (plan "disruption"): GPUs (PCI classes
+# 0x0300 VGA, 0x0302 3D controller) and network controllers (class 0x02xx: Ethernet 0x0200,
+# InfiniBand 0x0207), when a driver is bound to them.
+GPU_CLASSES = (0x0300, 0x0302)
+NETWORK_BASE_CLASS = 0x02
 
 BECOME_HINT = ("the kernel shows only the first 64 bytes of /sys/bus/pci/devices/*/config to unprivileged "
                "users, so the ACS capability cannot be found: run the task with become: true")
@@ -117,6 +123,7 @@ class Function(object):
     """The sysfs attributes of one PCI function that selection needs."""
 
     def __init__(self, root, address):
+        self.root = root
         self.address = address
         self.devdir = pci_device_dir(root, address)
         self.vendor = read_int(os.path.join(self.devdir, "vendor"), 16)
@@ -132,6 +139,26 @@ class Function(object):
     def ids(self):
         return "%s:%s" % ("????" if self.vendor is None else "%04x" % self.vendor,
                           "????" if self.device is None else "%04x" % self.device)
+
+    @property
+    def kind(self):
+        """``GPU``, ``NIC`` or None (see GPU_CLASSES, NETWORK_BASE_CLASS)."""
+        if self.pci_class is None:
+            return None
+        if (self.pci_class >> 8) in GPU_CLASSES:
+            return "GPU"
+        return "NIC" if (self.pci_class >> 16) == NETWORK_BASE_CLASS else None
+
+    def upstream(self):
+        """Addresses of the PCI functions above this one, root port first (its sysfs device path),
+        or None when the path cannot be read."""
+        try:
+            _complex, chain = parse_pci_path(resolve(self.root, self.devdir))
+        except (OSError, ValueError):
+            return None
+        if not chain or chain[-1] != self.address:
+            return None
+        return chain[:-1]
 
 
 # --------------------------------------------------------------------------
@@ -392,6 +419,48 @@ def acs_diff(bridges, unknown):
     }
 
 
+# --------------------------------------------------------------------------
+# plan sentences
+# --------------------------------------------------------------------------
+
+def bound_users_below(functions, bridge):
+    """GPUs and NICs with a bound driver below ``bridge``, sorted by address, as
+    ``(function, note)``; a bound GPU/NIC whose place in the PCI tree cannot be read is
+    counted too (it may be below), with a note saying so."""
+    users = []
+    for fn in sorted(functions.values(), key=lambda f: pci_address_key(f.address)):
+        if fn.address == bridge or not fn.driver or fn.kind is None:
+            continue
+        upstream = fn.upstream()
+        if upstream is None:
+            users.append((fn, "its place in the PCI tree cannot be read"))
+        elif bridge in upstream:
+            users.append((fn, None))
+    return users
+
+
+def plan_sentences(bridges, functions):
+    """``(changes, disruption)`` of the role's plan: one sentence per bridge whose ACS Control
+    changes (or would, in check mode), and one per such bridge that has a bound GPU or NIC below
+    it, naming the bridge and the devices (their peer-to-peer and DMA traffic is re-routed while
+    they run)."""
+    changes, disruption = [], []
+    for bridge in bridges:
+        if not bridge["changed"]:
+            continue
+        ids = "%s:%s" % ((bridge["vendor_id"] or "0x????")[2:], (bridge["device_id"] or "0x????")[2:])
+        move = "ACSCtl %s (%s) -> %s (%s)" % (bridge["before"], " ".join(bridge["before_bits"]) or "none",
+                                                bridge["after"], " ".join(bridge["after_bits"]) or "none")
+        changes.append("ACS on bridge %s (%s): %s" % (bridge["address"], ids, move))
+        users = bound_users_below(functions, bridge["address"])
+        if users:
+            disruption.append("ACS change on bridge %s (%s, %s) with bound %s below it" % (
+                bridge["address"], ids, move, ", ".join(
+                    "%s %s (driver %s%s)" % (fn.kind, fn.address, fn.driver, "; " + note if note else "")
+                    for fn, note in users)))
+    return changes, disruption
+
+
 def run(params, check_mode, warn=None, diff=False):
     """The module's work, independent of AnsibleModule. Returns the result dict or raises AcsError."""
     root = params["root"] or "/"
@@ -437,6 +506,7 @@ def run(params, check_mode, warn=None, diff=False):
     skipped = skipped + no_acs
     bridges = apply(entries, check_mode or state == "query")
     skipped.sort(key=lambda s: pci_address_key(s["address"]))
+    changes, disruption = plan_sentences(bridges, functions)
     result = {
         "changed": any(b["changed"] for b in bridges),
         "bridges": bridges,
@@ -451,6 +521,8 @@ def run(params, check_mode, warn=None, diff=False):
         "state": state,
         "mode": mode,
         "msg": summary(state, bridges, selected, skipped, unknown, check_mode),
+        "changes": changes,
+        "disruption": disruption,
     }
     if diff:
         result["diff"] = acs_diff(bridges, unknown)

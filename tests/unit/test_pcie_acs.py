@@ -26,6 +26,7 @@ from sysfs_tree import (
     ConfigSpace,
     SysfsTree,
     bridge_config,
+    config_capture_tree,
     gpu_server,
 )
 
@@ -977,3 +978,102 @@ def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
         assert doc["options"][name].get("default") == spec.get("default"), name
         assert doc["options"][name].get("choices") == spec.get("choices"), name
     assert {"bridges", "selected", "skipped_bridges", "vfio_devices", "kernel_param", "msg"} <= set(returned)
+
+
+# ---------------------------------------------------------------------------
+# plan sentences: changes and disruption (the role's pcie_acs_plan)
+# ---------------------------------------------------------------------------
+
+BITS_5D = "SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans"
+
+
+def test_plan_names_every_change_and_the_bound_gpu_and_nics_below_each_bridge(tmp_path, run_module):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    checked = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True}, check_mode=True)
+    assert snapshot(tree) == before  # the plan is read-only
+    assert checked["changed"] is True
+    move = "ACSCtl 0x005d (%s) -> 0x0000 (none)" % BITS_5D
+    assert checked["changes"] == [
+        "ACS on bridge 0000:02:08.0 (10b5:8747): " + move,
+        "ACS on bridge 0000:02:10.0 (10b5:8747): " + move,
+        "ACS on bridge 0000:02:18.0 (10b5:8747): " + move,
+        "ACS on bridge 0000:41:00.0 (1000:c030): " + move]
+    # 02:18.0 and the PEX89000 port have nothing below them: changing them interrupts nobody
+    assert checked["disruption"] == [
+        "ACS change on bridge 0000:02:08.0 (10b5:8747, %s) with bound GPU 0000:03:00.0 (driver nvidia) below it"
+        % move,
+        "ACS change on bridge 0000:02:10.0 (10b5:8747, %s) with bound NIC 0000:04:00.0 (driver mlx5_core), "
+        "NIC 0000:04:00.1 (driver mlx5_core) below it" % move]
+    assert checked["diff"]["after"].splitlines()[0] == "0000:02:08.0 10b5:8747 ACSCtl 0x0000 (none)"
+    applied = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True})
+    assert applied["changed"] is True
+    assert (applied["changes"], applied["disruption"], applied["diff"]) == \
+        (checked["changes"], checked["disruption"], checked["diff"])
+    converged = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True}, check_mode=True)
+    assert converged["changed"] is False
+    assert converged["changes"] == [] and converged["disruption"] == []
+    assert converged["diff"]["before"] == converged["diff"]["after"] == applied["diff"]["after"]
+
+
+def test_plan_restoring_acs_is_a_change_and_a_disruption_too(tmp_path):
+    tree = server(tmp_path, plx_ctl=0x0000)
+    result = run(tree, check_mode=True, state="enabled", mode="none", include=[PLX_DN_148])
+    assert result["changes"] == [
+        "ACS on bridge 0000:02:08.0 (10b5:8747): ACSCtl 0x0000 (none) -> 0x001d "
+        "(SrcValid ReqRedir CmpltRedir UpstreamFwd)"]
+    assert len(result["disruption"]) == 1 and "bound GPU 0000:03:00.0 (driver nvidia)" in result["disruption"][0]
+
+
+def test_plan_query_changes_nothing_and_disrupts_nobody(tmp_path):
+    result = run(server(tmp_path), state="query")
+    assert result["changed"] is False and result["changes"] == [] and result["disruption"] == []
+
+
+def test_plan_unbound_or_non_gpu_nic_devices_below_are_no_disruption(tmp_path):
+    tree = SysfsTree(tmp_path / "root")
+    tree.add_bridge(ROOT_PORT, vendor=0x8086, device=0x2030, port_type=PORT_ROOT, acs_ctl=0x001D)
+    tree.add_bridge(PLX_DN_148, parent=ROOT_PORT, vendor=0x10B5, device=0x8747, port_type=PORT_DOWNSTREAM,
+                    acs_ctl=ACS_ALL_CTL, acs_offset=0x148)
+    tree.add_gpu(GPU, parent=PLX_DN_148, driver=None)           # GPU without a driver: nobody uses it
+    tree.add_nic(NIC, parent=PLX_DN_148, driver=None)           # NIC without a driver
+    tree.add_pci("0000:03:00.1", parent=PLX_DN_148, vendor=0x10DE, device=0x22A3, pci_class=0x040300,
+                 driver="snd_hda_intel")                       # the GPU's audio function: not a GPU or NIC
+    result = run(tree, check_mode=True)
+    assert [b["address"] for b in result["bridges"] if b["changed"]] == [PLX_DN_148]
+    assert len(result["changes"]) == 1 and result["disruption"] == []
+
+
+def test_plan_a_bound_gpu_whose_place_cannot_be_read_is_named(tmp_path):
+    """Malformed sysfs: a bound GPU whose devices/ entry is a plain directory (no link into a
+    pciDDDD:BB tree), so whether it sits below the bridge cannot be known: it is named, never
+    assumed elsewhere."""
+    tree = server(tmp_path)
+    stray = tree.abs("sys/bus/pci/devices/0000:0a:00.0")
+    os.makedirs(stray)
+    for name, text in (("vendor", "0x10de"), ("device", "0x2330"), ("class", "0x030200")):
+        with open(os.path.join(stray, name), "w") as handle:
+            handle.write(text + "\n")
+    os.symlink("../../../../bus/pci/drivers/nvidia", os.path.join(stray, "driver"))
+    result = run(tree, check_mode=True, mode="none", include=[PLX_DN_F24])
+    assert result["disruption"] == [
+        "ACS change on bridge 0000:02:18.0 (10b5:8747, ACSCtl 0x005d (%s) -> 0x0000 (none)) with bound GPU "
+        "0000:0a:00.0 (driver nvidia; its place in the PCI tree cannot be read) below it" % BITS_5D]
+
+
+FIRECRACKER = os.path.join(os.path.dirname(__file__), "..", "fixtures", "pci", "firecracker_h100_vm_config.txt")
+
+
+def test_plan_on_the_real_h100_vm_capture_has_nothing_to_change(tmp_path, run_module):
+    """Config spaces read as root on the lent H100 node (tests/fixtures/pci/README.md): a flat bus
+    with no PCI-to-PCI bridge; the GPU (bound to nvidia) and the host bridge have no ACS."""
+    tree, captured = config_capture_tree(tmp_path, FIRECRACKER)
+    assert captured["0000:00:06.0"]["driver"] == "nvidia"
+    result = run_module(pcie_acs, {"root": tree.root, "mode": "all", "_ansible_diff": True}, check_mode=True)
+    assert result["changed"] is False and result["selected"] == []
+    assert result["changes"] == [] and result["disruption"] == []
+    assert result["diff"]["before"] == result["diff"]["after"] == ""
+    named = run(tree, check_mode=True, mode="none", include=["00:06.0", "0000:00:00.0"])
+    assert named["changes"] == [] and named["disruption"] == []
+    assert [s["address"] for s in named["skipped_bridges"]] == ["0000:00:00.0", "0000:00:06.0"]
+    assert all(s["reason"].startswith("no ACS capability") for s in named["skipped_bridges"])
