@@ -357,6 +357,12 @@ disruption:
   elements: str
   sample: ["ACS change on bridge 0000:02:08.0 (10b5:8747, ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir
     UpstreamFwd DirectTrans) -> 0x0000 (none)) with bound GPU 0000:03:00.0 (driver nvidia) below it"]
+setpci:
+  description: Path of C(setpci) (pciutils) on this host, which the boot-time applier needs; null when it is
+    not in the PATH.
+  returned: always
+  type: str
+  sample: /usr/bin/setpci
 state:
   description: The requested state.
   returned: always
@@ -395,6 +401,8 @@ def main():
         details = dict(exc.details)
         details.setdefault("changed", False)
         module.fail_json(msg=exc.msg, **details)
+    # the boot-time applier runs setpci (pciutils): the role's plan installs pciutils when it is missing
+    result["setpci"] = module.get_bin_path("setpci")
     module.exit_json(**result)
 
 

@@ -945,7 +945,7 @@ def test_boot_script_matches_the_role_template(tmp_path):
     text = env.get_template("pcie-acs.conf.j2").render(
         ansible_managed="Ansible managed", __pcie_acs_script_path="/usr/local/sbin/gpudirect-pcie-acs",
         __pcie_acs_unit_name="gpudirect-pcie-acs.service", pcie_acs_mode="plx", pcie_acs_include=[],
-        pcie_acs_exclude=[], pcie_acs_force=False, __pcie_acs_result=result)
+        pcie_acs_exclude=[], pcie_acs_force=False, __pcie_acs_conf_bridges=result["bridges"])
     assert "0000:02:10.0 10b5:8747 pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0\n" in text
     assert "0000:41:00.0 1000:c030 pci0000:40/0000:40:02.0/0000:41:00.0\n" in text
     before = snapshot(tree)
