@@ -1077,3 +1077,92 @@ def test_plan_on_the_real_h100_vm_capture_has_nothing_to_change(tmp_path, run_mo
     assert named["changes"] == [] and named["disruption"] == []
     assert [s["address"] for s in named["skipped_bridges"]] == ["0000:00:00.0", "0000:00:06.0"]
     assert all(s["reason"].startswith("no ACS capability") for s in named["skipped_bridges"])
+
+
+# ---------------------------------------------------------------------------
+# the role: tasks/plan.yml is read-only and says what tasks/main.yml then does
+# ---------------------------------------------------------------------------
+
+ROLE_PLAY = """
+- name: The pcie_acs role on a fabricated tree
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Plan only, or the whole role
+      ansible.builtin.include_role:
+        name: pcie_acs
+        tasks_from: "{{ what }}"
+    - name: Keep the plan
+      ansible.builtin.copy:
+        content: "{{ pcie_acs_plan | to_json }}"
+        dest: "{{ plan_out }}"
+        mode: "0644"
+      check_mode: false
+      changed_when: false  # the test's own record, not the role's
+"""
+
+
+def _role(tmp_path, tree, what, *extra):
+    """Run the role (``what``: plan or main) over a local connection on ``tree``, with the boot-time
+    unit's files under tmp_path; returns (rc, log, pcie_acs_plan)."""
+    import json
+    import subprocess
+    import sys
+    from conftest import ROOT
+    etc = tmp_path / "etc"
+    play, inventory, plan_out = tmp_path / "play.yml", tmp_path / "hosts.yml", tmp_path / "plan.json"
+    play.write_text(ROLE_PLAY)
+    inventory.write_text("all:\n  hosts:\n    node:\n      ansible_connection: local\n"
+                         "      ansible_python_interpreter: %s\n" % sys.executable)
+    extra_vars = {"what": what, "plan_out": str(plan_out), "__pcie_acs_root": tree.root,
+                  "__pcie_acs_conf_dir": str(etc), "__pcie_acs_conf_path": str(etc / "pcie-acs.conf"),
+                  "__pcie_acs_script_path": str(etc / "gpudirect-pcie-acs"),
+                  "__pcie_acs_unit_path": str(etc / "gpudirect-pcie-acs.service"),
+                  "__pcie_acs_grub_dropin": str(etc / "grub.d" / "60-gpudirect-acs.cfg"),
+                  "ansible_facts": {"os_family": "Debian", "kernel": "6.12.0"}}
+    if plan_out.exists():
+        plan_out.unlink()
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inventory), str(play),
+                           "-e", json.dumps(extra_vars)] + list(extra), cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=300, check=False)
+    plan = json.loads(plan_out.read_text()) if plan_out.exists() else None
+    return proc.returncode, proc.stdout, plan
+
+
+def _recap(log):
+    line = [x for x in log.splitlines() if x.startswith("node ")][-1]
+    return dict((k, int(v)) for k, v in (item.split("=") for item in line.split()[2:]))
+
+
+def test_role_plan_is_read_only_then_main_acts_on_it_and_converges(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    off = ["-e", '{"pcie_acs_persist": false}']
+    rc, log, plan = _role(tmp_path, tree, "plan", *off)
+    assert rc == 0, log
+    assert _recap(log)["changed"] == 0 and snapshot(tree) == before  # planning wrote nothing
+    assert plan["bridges"] == [PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K]
+    assert plan["changes"][0] == ("ACS on bridge 0000:02:08.0 (10b5:8747): ACSCtl 0x005d (%s) -> 0x0000 (none)"
+                                  % BITS_5D)
+    assert len(plan["changes"]) == 4 and plan["boot_unit"] == "none"
+    assert [d.split(" with ")[1] for d in plan["disruption"]] == [
+        "bound GPU 0000:03:00.0 (driver nvidia) below it",
+        "bound NIC 0000:04:00.0 (driver mlx5_core), NIC 0000:04:00.1 (driver mlx5_core) below it"]
+    # the whole role in check mode, boot-time unit wanted: the diff names every bridge, the plan names
+    # the unit's files, nothing is written
+    rc, log, with_unit = _role(tmp_path, tree, "main", "--check", "--diff")
+    assert rc == 0, log
+    assert "+0000:02:08.0 10b5:8747 ACSCtl 0x0000 (none)" in log and snapshot(tree) == before
+    assert with_unit["boot_unit"] == "install" and not (tmp_path / "etc").exists()
+    assert with_unit["changes"][-1].startswith("boot-time unit gpudirect-pcie-acs.service: install (bridge list ")
+    rc, log, _plan = _role(tmp_path, tree, "main", *off)
+    assert rc == 0, log
+    assert set(changed_bytes(before, snapshot(tree))) == {PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K}
+    # converged: the plan is empty and a second run changes nothing
+    rc, log, again = _role(tmp_path, tree, "main", *off)
+    assert rc == 0, log
+    assert _recap(log)["changed"] == 0
+    assert (again["changes"], again["disruption"], again["bridges"]) == ([], [], [])
