@@ -38,6 +38,7 @@ __metaclass__ = type
 
 import os
 import re
+import resource
 
 UNLIMITED = "unlimited"
 
@@ -447,3 +448,21 @@ def memlock_lines(memlock):
             ": root is outside pam_limits' '*' and has CAP_IPC_LOCK" if session.get("uid") == 0
             else ": a session keeps the limit it was opened with"))
     return lines
+
+
+# --------------------------------------------------------------------------
+# this process's limit
+# --------------------------------------------------------------------------
+
+def _limit(value):
+    if value == resource.RLIM_INFINITY:
+        return "unlimited", None
+    return str(value), int(value)
+
+
+def memlock_limits(getrlimit=resource.getrlimit):
+    """RLIMIT_MEMLOCK of this process: ``{soft, hard, soft_bytes, hard_bytes}`` (bytes None = unlimited)."""
+    soft, hard = getrlimit(resource.RLIMIT_MEMLOCK)
+    soft_s, soft_b = _limit(soft)
+    hard_s, hard_b = _limit(hard)
+    return {"soft": soft_s, "hard": hard_s, "soft_bytes": soft_b, "hard_bytes": hard_b}

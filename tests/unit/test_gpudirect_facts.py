@@ -9,6 +9,9 @@ import yaml
 
 from ansible.module_utils import basic
 
+from ansible.module_utils import gpudirect_facts_collector as collector
+from ansible.module_utils.gpudirect_limits import memlock_limits
+
 import gpudirect_facts
 import sysfs_tree
 from conftest import SHARED_FIXTURES
@@ -49,21 +52,21 @@ def facts_of(tree, **kwargs):
 def test_parse_nvidia_version_real_open_module():
     with open(os.path.join(H200, "system.txt")) as handle:
         text = "\n".join(handle.read().splitlines()[-2:])
-    assert gpudirect_facts.parse_nvidia_version(text) == {"loaded": True, "version": "580.159.04", "flavor": "open"}
+    assert collector.parse_nvidia_version(text) == {"loaded": True, "version": "580.159.04", "flavor": "open"}
 
 
 def test_parse_nvidia_version_proprietary_and_absent():
     text = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
             "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
-    assert gpudirect_facts.parse_nvidia_version(text) == {"loaded": True, "version": "535.104.05",
+    assert collector.parse_nvidia_version(text) == {"loaded": True, "version": "535.104.05",
                                                           "flavor": "proprietary"}
-    assert gpudirect_facts.parse_nvidia_version(None) == {"loaded": False, "version": None, "flavor": None}
-    assert gpudirect_facts.parse_nvidia_version("garbage")["version"] is None
+    assert collector.parse_nvidia_version(None) == {"loaded": False, "version": None, "flavor": None}
+    assert collector.parse_nvidia_version("garbage")["version"] is None
 
 
 def test_parse_nvidia_smi_real_csv_with_header_and_units():
     with open(os.path.join(H200, "nvidia-smi-query.csv")) as handle:
-        rows = gpudirect_facts.parse_nvidia_smi_csv(handle.read())
+        rows = collector.parse_nvidia_smi_csv(handle.read())
     assert rows == [{"index": 0, "name": "NVIDIA H200", "pci_bus_id": "0000:00:06.0",
                      "driver_version": "580.159.04", "compute_cap": "9.0", "memory_total_mib": 143771}]
 
@@ -71,10 +74,10 @@ def test_parse_nvidia_smi_real_csv_with_header_and_units():
 def test_parse_nvidia_smi_noheader_nounits():
     text = "0, NVIDIA H200, 00000000:00:06.0, 580.159.04, 9.0, 143771\n1, NVIDIA H200, 00000000:1B:00.0, " \
            "580.159.04, 9.0, 143771\n"
-    rows = gpudirect_facts.parse_nvidia_smi_csv(text)
+    rows = collector.parse_nvidia_smi_csv(text)
     assert [r["pci_bus_id"] for r in rows] == ["0000:00:06.0", "0000:1b:00.0"]
     with pytest.raises(ValueError):
-        gpudirect_facts.parse_nvidia_smi_csv("0, NVIDIA H200\n")
+        collector.parse_nvidia_smi_csv("0, NVIDIA H200\n")
 
 
 @pytest.mark.parametrize("text,expected", [("100 Gb/sec (4X EDR)", 100.0), ("200 Gb/sec (2X NDR)", 200.0),
@@ -87,20 +90,20 @@ def test_parse_sysfs_state_and_kernel_helpers():
     assert gpudirect_facts.parse_sysfs_state("4: ACTIVE") == (4, "ACTIVE")
     assert gpudirect_facts.parse_sysfs_state("5: LinkUp") == (5, "LinkUp")
     assert gpudirect_facts.parse_sysfs_state(None) == (None, None)
-    assert gpudirect_facts.parse_kernel_version("6.18.44-fc-v657-gpu") == (6, 18)
-    assert gpudirect_facts.parse_kernel_version("garbage") is None
-    assert gpudirect_facts.parse_kernel_config("# CONFIG_X is not set\n", "CONFIG_X") == "n"
-    assert gpudirect_facts.parse_kernel_config("CONFIG_X=m\n", "CONFIG_X") == "m"
-    assert gpudirect_facts.parse_kernel_config("CONFIG_XY=m\n", "CONFIG_X") is None
+    assert collector.parse_kernel_version("6.18.44-fc-v657-gpu") == (6, 18)
+    assert collector.parse_kernel_version("garbage") is None
+    assert collector.parse_kernel_config("# CONFIG_X is not set\n", "CONFIG_X") == "n"
+    assert collector.parse_kernel_config("CONFIG_X=m\n", "CONFIG_X") == "m"
+    assert collector.parse_kernel_config("CONFIG_XY=m\n", "CONFIG_X") is None
 
 
 def test_memlock_limits():
     inf = resource.RLIM_INFINITY
-    assert gpudirect_facts.memlock_limits(lambda _r: (inf, inf)) == {
+    assert memlock_limits(lambda _r: (inf, inf)) == {
         "soft": "unlimited", "hard": "unlimited", "soft_bytes": None, "hard_bytes": None}
-    assert gpudirect_facts.memlock_limits(lambda _r: (8388608, inf)) == {
+    assert memlock_limits(lambda _r: (8388608, inf)) == {
         "soft": "8388608", "hard": "unlimited", "soft_bytes": 8388608, "hard_bytes": None}
-    real = gpudirect_facts.memlock_limits()
+    real = memlock_limits()
     assert set(real) == {"soft", "hard", "soft_bytes", "hard_bytes"}
 
 
@@ -432,7 +435,7 @@ def test_broken_devices_are_warnings_not_failures(tmp_path):
 def test_section_fault_is_contained(tmp_path, monkeypatch):
     def boom(root):
         raise RuntimeError("iommu sysfs exploded")
-    monkeypatch.setattr(gpudirect_facts, "iommu_info", boom)
+    monkeypatch.setattr(collector, "iommu_info", boom)
     facts = facts_of(gpu_server(tmp_path))
     assert facts["iommu"]["mode"] == "unknown"
     assert facts["warnings"] == ["iommu: could not be read (RuntimeError: iommu sysfs exploded)"]
@@ -656,7 +659,7 @@ def test_main_live_probes_via_patched_module(tmp_path, monkeypatch, run_module):
 
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(gpudirect_facts, "is_live_root", lambda root: True)
+    monkeypatch.setattr(collector, "is_live_root", lambda root: True)
     result = run_module(gpudirect_facts, {"root": tree.root})
     facts = result["ansible_facts"]["gpudirect"]
     assert facts["gpus"][0]["name"] == "NVIDIA H200" and facts["gpus"][0]["compute_cap"] == "9.0"

@@ -1,5 +1,5 @@
-"""Unit tests for library/pcie_acs.py on fake sysfs trees whose config files carry real
-configuration-space byte layouts (tests/unit/sysfs_tree.py).
+"""Unit tests for library/pcie_acs.py (logic: module_utils/gpudirect_pcie_acs.py) on fake sysfs trees
+whose config files carry real configuration-space byte layouts (tests/unit/sysfs_tree.py).
 
 The central property: the module writes only the two bytes of ACS Control at the offset found
 by walking the extended capability list, never a fixed offset such as the 0xf2a of the old
@@ -15,6 +15,8 @@ import pytest
 
 from ansible.module_utils import basic
 
+from ansible.module_utils import gpudirect_pcie_acs as acs
+
 import pcie_acs
 from sysfs_tree import (
     ACS_ALL_CTL,
@@ -24,6 +26,7 @@ from sysfs_tree import (
     ConfigSpace,
     SysfsTree,
     bridge_config,
+    config_capture_tree,
     gpu_server,
 )
 
@@ -135,7 +138,7 @@ def params(tree, **kwargs):
 
 
 def run(tree, check_mode=False, **kwargs):
-    return pcie_acs.run(params(tree, **kwargs), check_mode)
+    return acs.run(params(tree, **kwargs), check_mode)
 
 
 def by_address(result):
@@ -143,7 +146,7 @@ def by_address(result):
 
 
 def failure(tree, check_mode=False, **kwargs):
-    with pytest.raises(pcie_acs.AcsError) as info:
+    with pytest.raises(acs.AcsError) as info:
         run(tree, check_mode, **kwargs)
     return info.value
 
@@ -166,16 +169,16 @@ def failure(tree, check_mode=False, **kwargs):
     (42, None),
 ])
 def test_normalize_address(text, expected):
-    assert pcie_acs.normalize_address(text) == expected
+    assert acs.normalize_address(text) == expected
 
 
 def test_is_plx_bridge_ids():
-    assert pcie_acs.is_plx_bridge(0x10B5, 0x8747)
+    assert acs.is_plx_bridge(0x10B5, 0x8747)
     for device in (0xC010, 0xC012, 0xC030, 0xC034):
-        assert pcie_acs.is_plx_bridge(0x1000, device)
-    assert not pcie_acs.is_plx_bridge(0x1000, 0x0097)  # SAS3008 HBA
-    assert not pcie_acs.is_plx_bridge(0x1000, 0x02B2)  # PEX890xx synthetic place-holder endpoint
-    assert not pcie_acs.is_plx_bridge(0x8086, 0x2030)
+        assert acs.is_plx_bridge(0x1000, device)
+    assert not acs.is_plx_bridge(0x1000, 0x0097)  # SAS3008 HBA
+    assert not acs.is_plx_bridge(0x1000, 0x02B2)  # PEX890xx synthetic place-holder endpoint
+    assert not acs.is_plx_bridge(0x8086, 0x2030)
 
 
 # ---------------------------------------------------------------------------
@@ -389,7 +392,7 @@ def test_check_mode_reports_the_change_and_writes_nothing(tmp_path, monkeypatch)
     def no_write(*args):
         raise AssertionError("check mode must not write")
 
-    monkeypatch.setattr(pcie_acs.os, "pwrite", no_write)
+    monkeypatch.setattr(acs.os, "pwrite", no_write)
     result = run(tree, check_mode=True)
     assert snapshot(tree) == before
     assert result["changed"] is True
@@ -407,7 +410,7 @@ def test_second_run_is_idempotent_and_does_not_write(tmp_path, monkeypatch):
     def no_write(*args):
         raise AssertionError("an already clear register must not be written")
 
-    monkeypatch.setattr(pcie_acs.os, "pwrite", no_write)
+    monkeypatch.setattr(acs.os, "pwrite", no_write)
     second = run(tree)
     assert second["changed"] is False
     assert all(b["changed"] is False and b["before"] == b["after"] == "0x0000" for b in second["bridges"])
@@ -424,7 +427,7 @@ def test_already_clear_tree_reports_unchanged(tmp_path):
 
 def test_read_back_mismatch_fails_with_before_and_after(tmp_path, monkeypatch):
     tree = server(tmp_path)
-    monkeypatch.setattr(pcie_acs.os, "pwrite", lambda fd, data, offset: len(data))  # the device ignores writes
+    monkeypatch.setattr(acs.os, "pwrite", lambda fd, data, offset: len(data))  # the device ignores writes
     error = failure(tree)
     assert "0000:02:08.0" in error.msg
     assert "read back 0x005d after writing 0x0000 at offset 0x14e (before 0x005d)" in error.msg
@@ -446,7 +449,7 @@ def test_read_back_mismatch_after_earlier_success_reports_changed(tmp_path, monk
             return real(fd, data, offset)
         return real(fd, b"\x1d\x00", offset)  # firmware keeps some bits
 
-    monkeypatch.setattr(pcie_acs.os, "pwrite", flaky)
+    monkeypatch.setattr(acs.os, "pwrite", flaky)
     error = failure(tree)
     assert error.details["changed"] is True
     assert [b["address"] for b in error.details["bridges"]] == [PLX_DN_148, PLX_DN_2A0]
@@ -463,7 +466,7 @@ def test_write_permission_denied_says_become(tmp_path, monkeypatch):
             raise OSError(errno.EACCES, "Permission denied", path)
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr(pcie_acs.os, "open", deny)
+    monkeypatch.setattr(acs.os, "open", deny)
     error = failure(tree)
     assert "Permission denied" in error.msg and "become: true" in error.msg
 
@@ -499,7 +502,7 @@ def test_every_vfio_style_driver_blocks_clearing(tmp_path, driver):
                                              ("mlx5_core", False), ("nvidia", False), ("pcieport", False),
                                              (None, False), ("", False)])
 def test_is_vfio_driver(driver, expected):
-    assert pcie_acs.is_vfio_driver(driver) is expected
+    assert acs.is_vfio_driver(driver) is expected
 
 
 def test_vfio_bound_device_refuses_unless_forced(tmp_path):
@@ -655,7 +658,7 @@ def test_enabled_custom_value_and_reserved_bits(tmp_path):
 
 def test_query_reports_without_writing(tmp_path, monkeypatch):
     tree = server(tmp_path)
-    monkeypatch.setattr(pcie_acs.os, "pwrite", lambda *a: pytest.fail("query must not write"))
+    monkeypatch.setattr(acs.os, "pwrite", lambda *a: pytest.fail("query must not write"))
     result = run(tree, state="query")
     assert result["changed"] is False
     assert all(b["before"] == b["after"] for b in result["bridges"])
@@ -664,8 +667,8 @@ def test_query_reports_without_writing(tmp_path, monkeypatch):
 
 
 def test_root_without_sysfs_fails(tmp_path):
-    with pytest.raises(pcie_acs.AcsError) as info:
-        pcie_acs.run(dict(mode="plx", include=[], exclude=[], pairs=[], pair_distances=[], state="disabled",
+    with pytest.raises(acs.AcsError) as info:
+        acs.run(dict(mode="plx", include=[], exclude=[], pairs=[], pair_distances=[], state="disabled",
                           acs_ctl=0x1D, force=False, root=str(tmp_path / "nothing")), False)
     assert "sys/bus/pci/devices" in info.value.msg
 
@@ -942,7 +945,7 @@ def test_boot_script_matches_the_role_template(tmp_path):
     text = env.get_template("pcie-acs.conf.j2").render(
         ansible_managed="Ansible managed", __pcie_acs_script_path="/usr/local/sbin/gpudirect-pcie-acs",
         __pcie_acs_unit_name="gpudirect-pcie-acs.service", pcie_acs_mode="plx", pcie_acs_include=[],
-        pcie_acs_exclude=[], pcie_acs_force=False, __pcie_acs_result=result)
+        pcie_acs_exclude=[], pcie_acs_force=False, __pcie_acs_conf_bridges=result["bridges"])
     assert "0000:02:10.0 10b5:8747 pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0\n" in text
     assert "0000:41:00.0 1000:c030 pci0000:40/0000:40:02.0/0000:41:00.0\n" in text
     before = snapshot(tree)
@@ -975,3 +978,191 @@ def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
         assert doc["options"][name].get("default") == spec.get("default"), name
         assert doc["options"][name].get("choices") == spec.get("choices"), name
     assert {"bridges", "selected", "skipped_bridges", "vfio_devices", "kernel_param", "msg"} <= set(returned)
+
+
+# ---------------------------------------------------------------------------
+# plan sentences: changes and disruption (the role's pcie_acs_plan)
+# ---------------------------------------------------------------------------
+
+BITS_5D = "SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans"
+
+
+def test_plan_names_every_change_and_the_bound_gpu_and_nics_below_each_bridge(tmp_path, run_module):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    checked = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True}, check_mode=True)
+    assert snapshot(tree) == before  # the plan is read-only
+    assert checked["changed"] is True
+    move = "ACSCtl 0x005d (%s) -> 0x0000 (none)" % BITS_5D
+    assert checked["changes"] == [
+        "ACS on bridge 0000:02:08.0 (10b5:8747): " + move,
+        "ACS on bridge 0000:02:10.0 (10b5:8747): " + move,
+        "ACS on bridge 0000:02:18.0 (10b5:8747): " + move,
+        "ACS on bridge 0000:41:00.0 (1000:c030): " + move]
+    # 02:18.0 and the PEX89000 port have nothing below them: changing them interrupts nobody
+    assert checked["disruption"] == [
+        "ACS change on bridge 0000:02:08.0 (10b5:8747, %s) with bound GPU 0000:03:00.0 (driver nvidia) below it"
+        % move,
+        "ACS change on bridge 0000:02:10.0 (10b5:8747, %s) with bound NIC 0000:04:00.0 (driver mlx5_core), "
+        "NIC 0000:04:00.1 (driver mlx5_core) below it" % move]
+    assert checked["diff"]["after"].splitlines()[0] == "0000:02:08.0 10b5:8747 ACSCtl 0x0000 (none)"
+    applied = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True})
+    assert applied["changed"] is True
+    assert (applied["changes"], applied["disruption"], applied["diff"]) == \
+        (checked["changes"], checked["disruption"], checked["diff"])
+    converged = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True}, check_mode=True)
+    assert converged["changed"] is False
+    assert converged["changes"] == [] and converged["disruption"] == []
+    assert converged["diff"]["before"] == converged["diff"]["after"] == applied["diff"]["after"]
+
+
+def test_plan_restoring_acs_is_a_change_and_a_disruption_too(tmp_path):
+    tree = server(tmp_path, plx_ctl=0x0000)
+    result = run(tree, check_mode=True, state="enabled", mode="none", include=[PLX_DN_148])
+    assert result["changes"] == [
+        "ACS on bridge 0000:02:08.0 (10b5:8747): ACSCtl 0x0000 (none) -> 0x001d "
+        "(SrcValid ReqRedir CmpltRedir UpstreamFwd)"]
+    assert len(result["disruption"]) == 1 and "bound GPU 0000:03:00.0 (driver nvidia)" in result["disruption"][0]
+
+
+def test_plan_query_changes_nothing_and_disrupts_nobody(tmp_path):
+    result = run(server(tmp_path), state="query")
+    assert result["changed"] is False and result["changes"] == [] and result["disruption"] == []
+
+
+def test_plan_unbound_or_non_gpu_nic_devices_below_are_no_disruption(tmp_path):
+    tree = SysfsTree(tmp_path / "root")
+    tree.add_bridge(ROOT_PORT, vendor=0x8086, device=0x2030, port_type=PORT_ROOT, acs_ctl=0x001D)
+    tree.add_bridge(PLX_DN_148, parent=ROOT_PORT, vendor=0x10B5, device=0x8747, port_type=PORT_DOWNSTREAM,
+                    acs_ctl=ACS_ALL_CTL, acs_offset=0x148)
+    tree.add_gpu(GPU, parent=PLX_DN_148, driver=None)           # GPU without a driver: nobody uses it
+    tree.add_nic(NIC, parent=PLX_DN_148, driver=None)           # NIC without a driver
+    tree.add_pci("0000:03:00.1", parent=PLX_DN_148, vendor=0x10DE, device=0x22A3, pci_class=0x040300,
+                 driver="snd_hda_intel")                       # the GPU's audio function: not a GPU or NIC
+    result = run(tree, check_mode=True)
+    assert [b["address"] for b in result["bridges"] if b["changed"]] == [PLX_DN_148]
+    assert len(result["changes"]) == 1 and result["disruption"] == []
+
+
+def test_plan_a_bound_gpu_whose_place_cannot_be_read_is_named(tmp_path):
+    """Malformed sysfs: a bound GPU whose devices/ entry is a plain directory (no link into a
+    pciDDDD:BB tree), so whether it sits below the bridge cannot be known: it is named, never
+    assumed elsewhere."""
+    tree = server(tmp_path)
+    stray = tree.abs("sys/bus/pci/devices/0000:0a:00.0")
+    os.makedirs(stray)
+    for name, text in (("vendor", "0x10de"), ("device", "0x2330"), ("class", "0x030200")):
+        with open(os.path.join(stray, name), "w") as handle:
+            handle.write(text + "\n")
+    os.symlink("../../../../bus/pci/drivers/nvidia", os.path.join(stray, "driver"))
+    result = run(tree, check_mode=True, mode="none", include=[PLX_DN_F24])
+    assert result["disruption"] == [
+        "ACS change on bridge 0000:02:18.0 (10b5:8747, ACSCtl 0x005d (%s) -> 0x0000 (none)) with bound GPU "
+        "0000:0a:00.0 (driver nvidia; its place in the PCI tree cannot be read) below it" % BITS_5D]
+
+
+FIRECRACKER = os.path.join(os.path.dirname(__file__), "..", "fixtures", "pci", "firecracker_h100_vm_config.txt")
+
+
+def test_plan_on_the_real_h100_vm_capture_has_nothing_to_change(tmp_path, run_module):
+    """Config spaces read as root on the lent H100 node (tests/fixtures/pci/README.md): a flat bus
+    with no PCI-to-PCI bridge; the GPU (bound to nvidia) and the host bridge have no ACS."""
+    tree, captured = config_capture_tree(tmp_path, FIRECRACKER)
+    assert captured["0000:00:06.0"]["driver"] == "nvidia"
+    result = run_module(pcie_acs, {"root": tree.root, "mode": "all", "_ansible_diff": True}, check_mode=True)
+    assert result["changed"] is False and result["selected"] == []
+    assert result["changes"] == [] and result["disruption"] == []
+    assert result["diff"]["before"] == result["diff"]["after"] == ""
+    named = run(tree, check_mode=True, mode="none", include=["00:06.0", "0000:00:00.0"])
+    assert named["changes"] == [] and named["disruption"] == []
+    assert [s["address"] for s in named["skipped_bridges"]] == ["0000:00:00.0", "0000:00:06.0"]
+    assert all(s["reason"].startswith("no ACS capability") for s in named["skipped_bridges"])
+
+
+# ---------------------------------------------------------------------------
+# the role: tasks/plan.yml is read-only and says what tasks/main.yml then does
+# ---------------------------------------------------------------------------
+
+ROLE_PLAY = """
+- name: The pcie_acs role on a fabricated tree
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Plan only, or the whole role
+      ansible.builtin.include_role:
+        name: pcie_acs
+        tasks_from: "{{ what }}"
+    - name: Keep the plan
+      ansible.builtin.copy:
+        content: "{{ pcie_acs_plan | to_json }}"
+        dest: "{{ plan_out }}"
+        mode: "0644"
+      check_mode: false
+      changed_when: false  # the test's own record, not the role's
+"""
+
+
+def _role(tmp_path, tree, what, *extra):
+    """Run the role (``what``: plan or main) over a local connection on ``tree``, with the boot-time
+    unit's files under tmp_path; returns (rc, log, pcie_acs_plan)."""
+    import json
+    import subprocess
+    import sys
+    from conftest import ROOT
+    etc = tmp_path / "etc"
+    play, inventory, plan_out = tmp_path / "play.yml", tmp_path / "hosts.yml", tmp_path / "plan.json"
+    play.write_text(ROLE_PLAY)
+    inventory.write_text("all:\n  hosts:\n    node:\n      ansible_connection: local\n"
+                         "      ansible_python_interpreter: %s\n" % sys.executable)
+    extra_vars = {"what": what, "plan_out": str(plan_out), "__pcie_acs_root": tree.root,
+                  "__pcie_acs_conf_dir": str(etc), "__pcie_acs_conf_path": str(etc / "pcie-acs.conf"),
+                  "__pcie_acs_script_path": str(etc / "gpudirect-pcie-acs"),
+                  "__pcie_acs_unit_path": str(etc / "gpudirect-pcie-acs.service"),
+                  "__pcie_acs_grub_dropin": str(etc / "grub.d" / "60-gpudirect-acs.cfg"),
+                  "ansible_facts": {"os_family": "Debian", "kernel": "6.12.0"}}
+    if plan_out.exists():
+        plan_out.unlink()
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inventory), str(play),
+                           "-e", json.dumps(extra_vars)] + list(extra), cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=300, check=False)
+    plan = json.loads(plan_out.read_text()) if plan_out.exists() else None
+    return proc.returncode, proc.stdout, plan
+
+
+def _recap(log):
+    line = [x for x in log.splitlines() if x.startswith("node ")][-1]
+    return dict((k, int(v)) for k, v in (item.split("=") for item in line.split()[2:]))
+
+
+def test_role_plan_is_read_only_then_main_acts_on_it_and_converges(tmp_path):
+    tree = server(tmp_path)
+    before = snapshot(tree)
+    off = ["-e", '{"pcie_acs_persist": false}']
+    rc, log, plan = _role(tmp_path, tree, "plan", *off)
+    assert rc == 0, log
+    assert _recap(log)["changed"] == 0 and snapshot(tree) == before  # planning wrote nothing
+    assert plan["bridges"] == [PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K]
+    assert plan["changes"][0] == ("ACS on bridge 0000:02:08.0 (10b5:8747): ACSCtl 0x005d (%s) -> 0x0000 (none)"
+                                  % BITS_5D)
+    assert len(plan["changes"]) == 4 and plan["boot_unit"] == "none"
+    assert [d.split(" with ")[1] for d in plan["disruption"]] == [
+        "bound GPU 0000:03:00.0 (driver nvidia) below it",
+        "bound NIC 0000:04:00.0 (driver mlx5_core), NIC 0000:04:00.1 (driver mlx5_core) below it"]
+    # the whole role in check mode, boot-time unit wanted: the diff names every bridge, the plan names
+    # the unit's files, nothing is written
+    rc, log, with_unit = _role(tmp_path, tree, "main", "--check", "--diff")
+    assert rc == 0, log
+    assert "+0000:02:08.0 10b5:8747 ACSCtl 0x0000 (none)" in log and snapshot(tree) == before
+    assert with_unit["boot_unit"] == "install" and not (tmp_path / "etc").exists()
+    assert with_unit["changes"][-1].startswith("boot-time unit gpudirect-pcie-acs.service: install (bridge list ")
+    rc, log, _plan = _role(tmp_path, tree, "main", *off)
+    assert rc == 0, log
+    assert set(changed_bytes(before, snapshot(tree))) == {PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K}
+    # converged: the plan is empty and a second run changes nothing
+    rc, log, again = _role(tmp_path, tree, "main", *off)
+    assert rc == 0, log
+    assert _recap(log)["changed"] == 0
+    assert (again["changes"], again["disruption"], again["bridges"]) == ([], [], [])

@@ -12,7 +12,7 @@ from ansible.module_utils import gpudirect_nvidia_plan as nvplan
 from ansible.module_utils import gpudirect_ofed as ofed
 from ansible.module_utils import gpudirect_versions as v
 
-import gpudirect_facts
+from ansible.module_utils import gpudirect_facts_collector as collector
 from ansible.module_utils import gpudirect_peermem as peermem
 import gpu_node_sim as sim
 from conftest import PROJECT_FIXTURES, ROOT
@@ -75,7 +75,7 @@ def test_driver_version(entry):
 def test_proc_driver_version(entry):
     assert v.parse_proc_driver_version(entry["text"]) == {
         "version": entry["version"], "flavor": entry["flavor"], "arch": entry["arch"]}
-    assert gpudirect_facts.parse_nvidia_version(entry["text"]) == {
+    assert collector.parse_nvidia_version(entry["text"]) == {
         "loaded": True, "version": entry["version"], "flavor": entry["flavor"]}
 
 
