@@ -271,9 +271,16 @@ def grub_default_entry(root="/"):
     chosen = resolve_grub_default(cfg, parse_grubenv(_read_text(_under(root, GRUBENV))))
     entry = chosen["entry"] or {}
     warnings = list(chosen["warnings"])
+    release = _release_of_image(entry.get("image"))
+    if entry.get("image") and not release:
+        # `linux /vmlinuz`: the symlink Debian keeps on a kernel, under / or /boot
+        for candidate in (entry["image"], "boot/" + entry["image"].lstrip("/")):
+            if os.path.islink(_under(root, candidate)):
+                release = _release_of_image(os.readlink(_under(root, candidate)))
+                break
     if chosen["entry"] is not None and not entry.get("image"):
         warnings.append("the default GRUB entry %s loads no Linux kernel" % " > ".join(chosen["path"]))
-    return {"release": _release_of_image(entry.get("image")), "image": entry.get("image"),
+    return {"release": release, "image": entry.get("image"),
             "args": list(entry.get("args") or []), "title": " > ".join(chosen["path"]),
             "source": "/" + GRUB_CFG, "warnings": warnings}
 
@@ -358,7 +365,8 @@ def grubby_edit(current, wanted, owned_before):
 
 def parse_dropin_args(text):
     """The arguments a drop-in written by :func:`render_dropin` adds (its
-    ``GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX ..."`` line), [] when none."""
+    ``GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} ..."`` line, also without the
+    braces as earlier pcie_acs drop-ins have it), [] when none."""
     for line in (text or "").splitlines():
         match = re.match(r'^GRUB_CMDLINE_LINUX="\$\{?GRUB_CMDLINE_LINUX\}?\s*((?:[^"\\]|\\.)*)"\s*$', line.strip())
         if match:
@@ -376,7 +384,7 @@ def render_dropin(owner, args):
                        for a in args)
     return ("# Managed by Ansible (role gpudirect_reboot, for %s): kernel arguments for GPUDirect RDMA.\n"
             "# Takes effect at the next boot, after update-grub rebuilt /boot/grub/grub.cfg.\n"
-            'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX %s"\n' % (owner, escaped))
+            'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} %s"\n' % (owner, escaped))
 
 
 def kernel_args_plan(method, wanted, owned_before, cmdline, boot_args, tool_present):
@@ -409,11 +417,9 @@ def kernel_args_plan(method, wanted, owned_before, cmdline, boot_args, tool_pres
         plan["missing_boot"] = missing_args(wanted, boot_args)
         plan["stale_boot"] = [u for u in stale if u in boot_units]
     if method == "grub_dropin":
-        if boot_args is not None:
-            plan["regenerate"] = bool(plan["missing_boot"] or plan["stale_boot"])
-        else:
-            # the default entry is unknown: the running kernel is what can be compared
-            plan["regenerate"] = bool(plan["missing_cmdline"])
+        # an unknown default entry (no grub.cfg, an entry without Linux) is not guessed
+        # from the running kernel: update-grub then runs only when the drop-in changes
+        plan["regenerate"] = boot_args is not None and bool(plan["missing_boot"] or plan["stale_boot"])
         if plan["regenerate"]:
             plan["changes"].append("regenerate grub.cfg: the default boot entry %s" % _lacks(plan))
     elif boot_args is not None:

@@ -183,7 +183,7 @@ def test_grubby_edit_merges_pci_options_and_removes_only_our_stale_ones():
 def test_dropin_round_trip_keeps_quotes_for_grub():
     args = ['pci=config_acs="0x0@0000:02:08.0;0x0@0000:03:00.0"', "iommu=pt"]
     text = render_dropin("pcie_acs", args)
-    assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX pci=config_acs=\\"0x0@0000:02:08.0;0x0@0000:03:00.0\\" iommu=pt"' in text
+    assert 'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} pci=config_acs=\\"0x0@0000:02:08.0;0x0@0000:03:00.0\\" iommu=pt"' in text
     assert parse_dropin_args(text) == args
     # the drop-ins earlier releases of host_prereqs and pcie_acs wrote
     assert parse_dropin_args('GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} iommu=pt"\n') == ["iommu=pt"]
@@ -223,7 +223,7 @@ def test_plan_fresh_node_writes_regenerates_and_asks_for_a_reboot(tmp_path, run_
     assert result["boot_entry"] == "Debian GNU/Linux" and result["owned_before"] == []
     assert result["missing_boot"] == ["iommu=pt"] and result["regenerate"] is True
     assert result["missing_cmdline"] == ["iommu=pt"] and result["reboot"] is True
-    assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt"' in result["dropin_content"]
+    assert 'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} iommu=pt"' in result["dropin_content"]
 
 
 def test_plan_repairs_a_dropin_whose_update_grub_failed(tmp_path, run_module):
@@ -277,3 +277,20 @@ def test_plan_grubby_from_the_default_entry():
     assert (plan["grubby_remove"], plan["grubby_add"], plan["reboot"]) == ([], ["iommu=pt"], True)
     plan = kernel_args_plan("grubby", ["iommu=pt"], ["iommu=pt"], ["ro", "iommu=pt"], boot + ["iommu=pt"], True)
     assert (plan["grubby_add"], plan["grubby_remove"], plan["reboot"], plan["changes"]) == ([], [], False, [])
+
+
+def test_plan_without_a_readable_default_entry_regenerates_only_for_a_changed_dropin(tmp_path, run_module):
+    cfg = "set default=\"0\"\nmenuentry 'UEFI Firmware Settings' $menuentry_id_option 'uefi-firmware' {\n\tfwsetup\n}\n"
+    dropin = 'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} iommu=pt"\n'
+    result = _plan(run_module, _node(tmp_path, cfg, dropin=dropin), ["iommu=pt"])
+    assert result["boot_args"] is None and result["regenerate"] is False
+    # the reboot request still follows the running kernel
+    assert result["reboot"] is True
+
+
+def test_grub_entry_through_the_vmlinuz_symlink(tmp_path):
+    # a hand-written (or stand-in) grub.cfg that boots the link Debian keeps on a kernel
+    cfg = "menuentry 'Debian GNU/Linux' {\n\tlinux /vmlinuz root=/dev/vda ro iommu=pt\n}\n"
+    root = _tree(tmp_path, cfg, link=NEW)
+    entry = grub_default_entry(root)
+    assert entry["release"] == NEW and entry["args"] == ["root=/dev/vda", "ro", "iommu=pt"]
