@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
+import shlex
 
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 VMLINUZ_LINKS = ("boot/vmlinuz", "vmlinuz")
@@ -44,38 +46,395 @@ def _release_of_image(path):
     return None
 
 
+def _read_text(path):
+    try:
+        with open(path, errors="replace") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
 def default_boot_kernel(root="/", runner=None, live=False):
     """Kernel release booted next, and where that came from.
 
-    Debian/Ubuntu keep the symlink ``/boot/vmlinuz`` (or ``/vmlinuz``) on the
-    newest installed kernel, which is GRUB's default entry. EL has no such link;
-    there, and only when ``live`` (``grubby`` describes this host, not ``root``),
-    ``grubby --default-kernel`` names the default boot entry's image.
+    Read the way the boot loader chooses it: GRUB's default entry in
+    ``<root>/boot/grub/grub.cfg`` with its environment block (Debian/Ubuntu:
+    GRUB_DEFAULT, ``saved`` + grubenv ``saved_entry``, ``next_entry``, numbers,
+    titles, ids and ``A>B`` submenu paths; see :func:`resolve_grub_default`).
+    EL keeps its entries in BLS files that grub.cfg does not list; there, and only
+    when ``live`` (``grubby`` describes this host, not ``root``), ``grubby
+    --default-kernel`` names the default entry's image. Without either, the
+    symlink ``/boot/vmlinuz`` (or ``/vmlinuz``) that Debian keeps on the newest
+    kernel is the last resort.
 
     ``runner`` provides ``get_bin_path(name)`` and ``run_command(args,
     environ_update=...)`` (an AnsibleModule); None runs nothing.
 
     Returns ``(release or None, source or None, warnings)``; source is
-    ``/boot/vmlinuz``, ``/vmlinuz`` or ``grubby``.
+    ``/boot/grub/grub.cfg``, ``grubby``, ``/boot/vmlinuz`` or ``/vmlinuz``.
+    A grub.cfg whose default entry loads no Linux kernel gives None (with a
+    warning), not a guess from the symlink.
     """
     warnings = []
+    grub = grub_default_entry(root)
+    if grub is not None and (grub["release"] or grub["title"]):
+        warnings.extend(grub["warnings"])
+        return grub["release"], grub["source"], warnings
+    if live and runner is not None:
+        try:
+            grubby = runner.get_bin_path("grubby")
+        except Exception:
+            grubby = None
+        if grubby:
+            rc, out, err = runner.run_command([grubby, "--default-kernel"], environ_update=dict(C_LOCALE))
+            release = _release_of_image(out) if rc == 0 else None
+            if release:
+                return release, "grubby", warnings
+            warnings.append("grubby --default-kernel gave rc=%s %s" % (rc, (err or out or "").strip()))
+            return None, None, warnings
     for link in VMLINUZ_LINKS:
         candidate = _under(root, link)
         if os.path.islink(candidate):
             release = _release_of_image(os.readlink(candidate))
             if release:
                 return release, "/" + link, warnings
-    if not live or runner is None:
-        return None, None, warnings
-    try:
-        grubby = runner.get_bin_path("grubby")
-    except Exception:
-        grubby = None
-    if not grubby:
-        return None, None, warnings
-    rc, out, err = runner.run_command([grubby, "--default-kernel"], environ_update=dict(C_LOCALE))
-    release = _release_of_image(out) if rc == 0 else None
-    if release:
-        return release, "grubby", warnings
-    warnings.append("grubby --default-kernel gave rc=%s %s" % (rc, (err or out or "").strip()))
     return None, None, warnings
+
+
+# ---------------------------------------------------------------------------
+# GRUB: which entry boots next, and with which arguments
+#
+# GRUB 2 reads /boot/grub/grub.cfg. grub-mkconfig writes GRUB_DEFAULT from
+# /etc/default/grub into it as `set default="..."` (`"${saved_entry}"` for
+# GRUB_DEFAULT=saved, read from the environment block /boot/grub/grubenv, where
+# grub-set-default writes it); a `next_entry` in grubenv (grub-reboot) wins for
+# one boot. The value is an entry number, title or --id, and `A>B` walks into
+# submenu A. An entry that matches nothing makes GRUB boot the first entry of
+# that menu (grub-core/normal/menu.c), as does an unset default.
+
+GRUB_CFG = "boot/grub/grub.cfg"
+GRUBENV = "boot/grub/grubenv"
+_LINUX_COMMANDS = ("linux", "linuxefi", "linux16")
+_SET_DEFAULT_RE = re.compile(r"""^\s*(?:set\s+)?default=(?P<value>"[^"]*"|'[^']*'|\S*)\s*(?:;.*)?$""")
+_REMAP_RE = re.compile(r"""^\s*if \[ "x\$default" = '(?P<old>(?:[^']|'\\'')*)' \]; then default='(?P<new>(?:[^']|'\\'')*)'; fi;?\s*$""")
+
+
+def _unquote(value):
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _words(text):
+    """Shell words of a grub.cfg line as GRUB's parser sees them (quotes removed)."""
+    try:
+        return shlex.split(text, comments=False, posix=True)
+    except ValueError:
+        return text.split()
+
+
+def parse_grubenv(text):
+    """``/boot/grub/grubenv`` (``# GRUB Environment Block``, ``name=value`` lines,
+    padded with ``#``) -> dict."""
+    env = {}
+    for line in (text or "").splitlines():
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, value = line.split("=", 1)
+        env[name.strip()] = value
+    return env
+
+
+def parse_grub_cfg(text):
+    """grub.cfg -> ``{"default": raw value or None, "next_entry_block": bool,
+    "remap": {old title: new path}, "entries": [entry, ...]}``.
+
+    An entry is ``{"kind": "menuentry"|"submenu", "title", "id", "image",
+    "args" (list), "entries" (submenu children)}``; ``image``/``args`` come from
+    the entry's first ``linux`` line (None/[] for chainloader entries)."""
+    top = {"entries": []}
+    stack = [top]
+    default = None
+    next_block = False
+    remap = {}
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        current = stack[-1]
+        if line.startswith("}"):
+            if len(stack) > 1:
+                stack.pop()
+            continue
+        words = _words(line[:-1]) if line.endswith("{") else None
+        if words and words[0] in ("menuentry", "submenu") and len(words) > 1:
+            entry_id = None
+            for i, word in enumerate(words):
+                if word in ("$menuentry_id_option", "${menuentry_id_option}", "--id") and i + 1 < len(words):
+                    entry_id = words[i + 1]
+            entry = {"kind": words[0], "title": words[1], "id": entry_id, "image": None, "args": [], "entries": []}
+            current.setdefault("entries", []).append(entry)
+            stack.append(entry)
+            continue
+        if line.endswith("{"):
+            # function bodies and other blocks: nothing in them is a menu entry
+            stack.append({"kind": "block", "entries": []})
+            continue
+        if len(stack) == 1:
+            match = _SET_DEFAULT_RE.match(line)
+            if match:
+                value = _unquote(match.group("value"))
+                if "next_entry" in value:
+                    next_block = True
+                else:
+                    default = value
+                continue
+            match = _REMAP_RE.match(line)
+            if match:
+                remap[match.group("old").replace("'\\''", "'")] = match.group("new").replace("'\\''", "'")
+            continue
+        if current.get("kind") == "menuentry" and current["image"] is None:
+            words = _words(line)
+            if words and words[0] in _LINUX_COMMANDS and len(words) > 1:
+                current["image"] = words[1]
+                current["args"] = words[2:]
+    return {"default": default, "next_entry_block": next_block, "remap": remap, "entries": top["entries"]}
+
+
+def _expand(value, env):
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: env.get(m.group(1), ""), value or "")
+
+
+def _split_path(spec):
+    """``A>B`` -> [A, B]; ``>>`` is a literal ``>`` in a title."""
+    parts, part, i = [], "", 0
+    while i < len(spec):
+        if spec[i] == ">":
+            if spec[i + 1:i + 2] == ">":
+                part += ">"
+                i += 2
+                continue
+            parts.append(part)
+            part = ""
+        else:
+            part += spec[i]
+        i += 1
+    parts.append(part)
+    return parts
+
+
+def resolve_grub_default(cfg, env=None):
+    """The entry GRUB boots, as ``{"spec", "path" (titles), "entry", "warnings"}``;
+    ``entry`` is None when the menu has none. ``cfg`` comes from
+    :func:`parse_grub_cfg`, ``env`` from :func:`parse_grubenv`."""
+    env = env or {}
+    warnings = []
+    if cfg["next_entry_block"] and env.get("next_entry"):
+        spec = env["next_entry"]
+        warnings.append("grubenv next_entry=%s boots once (grub-reboot), before the default" % spec)
+    else:
+        spec = _expand(cfg["default"], env) if cfg["default"] is not None else ""
+    spec = cfg["remap"].get(spec, spec)
+    menu = cfg["entries"]
+    path = []
+    entry = None
+    parts = _split_path(spec) if spec else ["0"]
+    while True:
+        if not menu:
+            return {"spec": spec, "path": path, "entry": None, "warnings": warnings + ["the GRUB menu has no entry"]}
+        part = parts.pop(0) if parts else "0"
+        if part.isdigit():
+            index = int(part)
+            chosen = menu[index] if index < len(menu) else None
+        else:
+            chosen = next((e for e in menu if part in (e["title"], e["id"])), None)
+        if chosen is None:
+            warnings.append("GRUB default %r: no entry %r in %s, GRUB boots its first entry" %
+                            (spec, part, "the menu" if not path else "submenu " + repr(path[-1])))
+            chosen = menu[0]
+        path.append(chosen["title"])
+        entry = chosen
+        if chosen["kind"] != "submenu":
+            break
+        menu = chosen["entries"]
+    return {"spec": spec, "path": path, "entry": entry, "warnings": warnings}
+
+
+def grub_default_entry(root="/"):
+    """The default entry of ``<root>/boot/grub/grub.cfg`` with the environment
+    block next to it: ``{"release", "image", "args", "title", "source",
+    "warnings"}``, or None when there is no grub.cfg."""
+    text = _read_text(_under(root, GRUB_CFG))
+    if text is None:
+        return None
+    cfg = parse_grub_cfg(text)
+    chosen = resolve_grub_default(cfg, parse_grubenv(_read_text(_under(root, GRUBENV))))
+    entry = chosen["entry"] or {}
+    warnings = list(chosen["warnings"])
+    release = _release_of_image(entry.get("image"))
+    if entry.get("image") and not release:
+        # `linux /vmlinuz`: the symlink Debian keeps on a kernel, under / or /boot
+        for candidate in (entry["image"], "boot/" + entry["image"].lstrip("/")):
+            if os.path.islink(_under(root, candidate)):
+                release = _release_of_image(os.readlink(_under(root, candidate)))
+                break
+    if chosen["entry"] is not None and not entry.get("image"):
+        warnings.append("the default GRUB entry %s loads no Linux kernel" % " > ".join(chosen["path"]))
+    return {"release": release, "image": entry.get("image"),
+            "args": list(entry.get("args") or []), "title": " > ".join(chosen["path"]),
+            "source": "/" + GRUB_CFG, "warnings": warnings}
+
+
+def parse_grubby_info(text):
+    """``grubby --info=DEFAULT`` (``index=``, ``kernel="..."``, ``args="..."``
+    lines) -> ``{"kernel", "args" (list), "title"}`` of the first entry."""
+    info = {}
+    for line in (text or "").splitlines():
+        if "=" not in line:
+            continue
+        name, value = line.split("=", 1)
+        name = name.strip()
+        if name == "index" and info:
+            break
+        info[name] = _unquote(value.strip())
+    return {"kernel": info.get("kernel"), "args": _words(info.get("args", "")), "title": info.get("title")}
+
+
+# ---------------------------------------------------------------------------
+# Kernel arguments: compare what is wanted with what boots and what runs
+
+# Keys whose value is a comma-separated list of options that several owners share
+# (pci=realloc,config_acs=...): compared and merged per option.
+COMMA_KEYS = ("pci",)
+
+
+def arg_units(args):
+    """Kernel arguments as comparable units: quotes removed (GRUB and the kernel
+    drop them), ``pci=a,b`` split into ``pci=a`` and ``pci=b``; ``$var`` words of
+    grub.cfg (expanded at boot) left out."""
+    units = []
+    for arg in args or []:
+        arg = arg.replace('"', "")
+        if not arg or arg.startswith("$"):
+            continue
+        key, sep, value = arg.partition("=")
+        pieces = ["%s=%s" % (key, option) for option in value.split(",") if option] \
+            if sep and key in COMMA_KEYS else [arg]
+        for piece in pieces:
+            if piece not in units:
+                units.append(piece)
+    return units
+
+
+def missing_args(wanted, present):
+    """Units of ``wanted`` that ``present`` (a list of arguments) lacks, in order."""
+    have = set(arg_units(present))
+    return [unit for unit in arg_units(wanted) if unit not in have]
+
+
+def grubby_edit(current, wanted, owned_before):
+    """grubby arguments that turn the entry's ``current`` arguments into ones that
+    carry ``wanted`` and no longer carry what this owner set before and no longer
+    wants: ``(remove, add)`` lists of arguments (empty when nothing to do).
+    ``pci=`` options of others are kept: the merged ``pci=`` replaces the old."""
+    wanted_units = arg_units(wanted)
+    stale = [u for u in arg_units(owned_before) if u not in wanted_units]
+    remove, add = [], []
+    for key in COMMA_KEYS:
+        prefix = key + "="
+        now = [a for a in current if a.replace('"', "").startswith(prefix)]
+        options = [u[len(prefix):] for u in arg_units(now)]
+        want = [a for a in wanted if a.replace('"', "").startswith(prefix)]
+        want_options = [o for a in want for o in a[len(prefix):].split(",") if o]
+        want_plain = [o.replace('"', "") for o in want_options]
+        kept = [o for o in options if prefix + o not in stale and o not in want_plain]
+        merged = kept + want_options
+        if [o.replace('"', "") for o in merged] != options:
+            remove.extend(now)
+            if merged:
+                add.append(prefix + ",".join(merged))
+    have = set(arg_units(current))
+    for arg in wanted:
+        if not any(arg.replace('"', "").startswith(k + "=") for k in COMMA_KEYS) and arg.replace('"', "") not in have:
+            add.append(arg)
+    for unit in stale:
+        if not any(unit.startswith(k + "=") for k in COMMA_KEYS) and unit in have:
+            remove.extend(a for a in current if a.replace('"', "") == unit)
+    return remove, add
+
+
+def parse_dropin_args(text):
+    """The arguments a drop-in written by :func:`render_dropin` adds (its
+    ``GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} ..."`` line, also without the
+    braces as earlier pcie_acs drop-ins have it), [] when none."""
+    for line in (text or "").splitlines():
+        match = re.match(r'^GRUB_CMDLINE_LINUX="\$\{?GRUB_CMDLINE_LINUX\}?\s*((?:[^"\\]|\\.)*)"\s*$', line.strip())
+        if match:
+            value = re.sub(r"\\(.)", r"\1", match.group(1))
+            return value.split()
+    return []
+
+
+def render_dropin(owner, args):
+    """The /etc/default/grub.d drop-in that appends ``args`` to
+    GRUB_CMDLINE_LINUX. Values are written in escaped double quotes: GRUB treats
+    ``;`` as a command separator and removes the quotes before the kernel sees
+    the argument."""
+    escaped = " ".join(a.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+                       for a in args)
+    return ("# Managed by Ansible (role gpudirect_reboot, for %s): kernel arguments for GPUDirect RDMA.\n"
+            "# Takes effect at the next boot, after update-grub rebuilt /boot/grub/grub.cfg.\n"
+            'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} %s"\n' % (owner, escaped))
+
+
+def kernel_args_plan(method, wanted, owned_before, cmdline, boot_args, tool_present):
+    """What one owner's kernel arguments need on this node.
+
+    ``method``: ``grub_dropin`` (Debian/Ubuntu), ``grubby`` (EL) or ``none``;
+    ``wanted``: the owner's arguments now ([] removes them); ``owned_before``:
+    what the owner set earlier (its drop-in, or its record on EL); ``cmdline``:
+    /proc/cmdline split; ``boot_args``: the default boot entry's arguments (the
+    generated grub.cfg's ``linux`` line, or ``grubby --info=DEFAULT``), None when
+    unknown; ``tool_present``: update-grub or grubby is installed.
+
+    The generated boot configuration is compared, not the drop-in: a drop-in
+    whose update-grub failed or was interrupted is regenerated on the next run.
+    """
+    wanted_units = arg_units(wanted)
+    stale = [u for u in arg_units(owned_before) if u not in wanted_units]
+    cmdline_units = set(arg_units(cmdline))
+    plan = {
+        "applicable": bool(tool_present) and method in ("grub_dropin", "grubby"),
+        "missing_cmdline": missing_args(wanted, cmdline),
+        "stale_cmdline": [u for u in stale if u in cmdline_units],
+        "missing_boot": [], "stale_boot": [], "regenerate": False,
+        "grubby_remove": [], "grubby_add": [], "reboot": False, "changes": [],
+    }
+    if not plan["applicable"]:
+        return plan
+    if boot_args is not None:
+        boot_units = set(arg_units(boot_args))
+        plan["missing_boot"] = missing_args(wanted, boot_args)
+        plan["stale_boot"] = [u for u in stale if u in boot_units]
+    if method == "grub_dropin":
+        # an unknown default entry (no grub.cfg, an entry without Linux) is not guessed
+        # from the running kernel: update-grub then runs only when the drop-in changes
+        plan["regenerate"] = boot_args is not None and bool(plan["missing_boot"] or plan["stale_boot"])
+        if plan["regenerate"]:
+            plan["changes"].append("regenerate grub.cfg: the default boot entry %s" % _lacks(plan))
+    elif boot_args is not None:
+        plan["grubby_remove"], plan["grubby_add"] = grubby_edit(boot_args, wanted, owned_before)
+        if plan["grubby_remove"] or plan["grubby_add"]:
+            plan["changes"].append("grubby --update-kernel=ALL%s%s" % (
+                " --remove-args=" + " ".join(plan["grubby_remove"]) if plan["grubby_remove"] else "",
+                " --args=" + " ".join(plan["grubby_add"]) if plan["grubby_add"] else ""))
+    plan["reboot"] = bool(plan["missing_cmdline"] or plan["stale_cmdline"])
+    if plan["reboot"]:
+        plan["changes"].append("reboot: the running kernel %s" % _lacks(plan, "cmdline"))
+    return plan
+
+
+def _lacks(plan, where="boot"):
+    missing, stale = plan["missing_" + where], plan["stale_" + where]
+    parts = (["lacks " + " ".join(missing)] if missing else []) + (["still has " + " ".join(stale)] if stale else [])
+    return " and ".join(parts)
