@@ -1118,7 +1118,6 @@ def _role(tmp_path, tree, what, *extra):
                   "__pcie_acs_conf_dir": str(etc), "__pcie_acs_conf_path": str(etc / "pcie-acs.conf"),
                   "__pcie_acs_script_path": str(etc / "gpudirect-pcie-acs"),
                   "__pcie_acs_unit_path": str(etc / "gpudirect-pcie-acs.service"),
-                  "__pcie_acs_grub_dropin": str(etc / "grub.d" / "60-gpudirect-acs.cfg"),
                   "ansible_facts": {"os_family": "Debian", "kernel": "6.12.0"}}
     if plan_out.exists():
         plan_out.unlink()
