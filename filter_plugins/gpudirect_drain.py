@@ -1,0 +1,89 @@
+"""Filters of the gpudirect_drain role (the run lock's holder, the table of nodes left drained).
+
+The decisions live in module_utils/gpudirect_lock.py (one implementation, unit-tested);
+these filters only call them from the controller:
+
+``ansible_play_name | gpudirect_drain_holder``
+    ``{controller: "user@host", pid: N, playbook: "site.yml (play: ...)"}``: who takes the lock.
+``hostvars | gpudirect_drain_report_rows(ansible_play_hosts_all, ansible_play_hosts)``
+    the rows of the final table (nodes left drained, nodes of a failed batch).
+``gpudirect_verify_status | gpudirect_drain_left_drained_entry(resume_argv, drained, failure)``
+    the node's ``gpudirect_drain_left_drained`` entry, or None when it may be resumed.
+``rows | gpudirect_drain_table``
+    the rows as aligned text lines.
+``argv | gpudirect_drain_command_line``
+    an argv list as one shell-quoted command line an admin can paste.
+"""
+
+import getpass
+import importlib.util
+import multiprocessing
+import os
+import socket
+import sys
+
+from ansible.errors import AnsibleFilterError
+
+
+def _load_module_util(name):
+    """Import one of the project's module_utils by path (ONE implementation of each decision)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py")
+    spec = importlib.util.spec_from_file_location("_gpudirect_module_utils_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_lock = _load_module_util("gpudirect_lock")
+
+
+def _playbooks(argv):
+    """The playbook files on ansible-playbook's command line (arguments ending in .yml/.yaml)."""
+    return [os.path.basename(a) for a in argv[1:] if a.endswith((".yml", ".yaml")) and not a.startswith("-")]
+
+
+def gpudirect_drain_holder(play_name):
+    """Who takes the lock: controller user@host, ansible-playbook's pid, playbook and play."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    # Ansible runs tasks in worker processes forked from ansible-playbook: the pid an admin
+    # sees in `ps` is the parent's (this process's own pid when templated in the main process).
+    parent = multiprocessing.parent_process()
+    pid = parent.pid if parent is not None else os.getpid()
+    books = _playbooks(sys.argv) or ["unknown playbook"]
+    return {"controller": "%s@%s" % (user, socket.gethostname()), "pid": pid,
+            "playbook": "%s (play: %s)" % (" ".join(books), play_name or "unnamed")}
+
+
+def gpudirect_drain_report_rows(hostvars, hosts_all, hosts_alive):
+    try:
+        return _lock.report_rows(hostvars, list(hosts_all), list(hosts_alive))
+    except (TypeError, AttributeError) as exc:
+        raise AnsibleFilterError("gpudirect_drain_report_rows: %s" % exc)
+
+
+def gpudirect_drain_left_drained_entry(verify_status, resume_argv, drained, failure=None):
+    return _lock.left_drained_entry(verify_status or "", list(resume_argv or []), bool(drained), failure or None)
+
+
+def gpudirect_drain_table(rows):
+    return _lock.table(rows)
+
+
+def gpudirect_drain_command_line(argv):
+    if not isinstance(argv, (list, tuple)):
+        raise AnsibleFilterError("gpudirect_drain_command_line: expected an argv list, got %s" % type(argv).__name__)
+    return _lock.command_line(argv)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "gpudirect_drain_holder": gpudirect_drain_holder,
+            "gpudirect_drain_report_rows": gpudirect_drain_report_rows,
+            "gpudirect_drain_table": gpudirect_drain_table,
+            "gpudirect_drain_left_drained_entry": gpudirect_drain_left_drained_entry,
+            "gpudirect_drain_command_line": gpudirect_drain_command_line,
+        }

@@ -1,0 +1,182 @@
+"""The per-node run lock (issue #13, outcome 6) and the drain/resume bookkeeping (outcome 3).
+
+One implementation, used by ``library/gpudirect_lock.py`` on the node, by the
+``gpudirect_drain_*`` filters on the controller and by the unit tests.
+
+A lock file holds one JSON object::
+
+    {"token": "...", "controller": "admin@ctl1", "playbook": "site.yml", "pid": 4242,
+     "boot_id": "<the node's /proc/sys/kernel/random/boot_id when taken>", "since": 1732460000}
+
+``token`` is random per run and node: only the run that wrote it removes it.
+A lock is stale, and may be taken over, when it was taken in another boot of the
+node (``boot_id`` differs: the run that held it cannot still be running there) or
+when it is older than ``stale_after`` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+
+FIELDS = ("token", "controller", "playbook", "pid", "boot_id", "since")
+
+
+def parse(text):
+    """The lock's JSON object, or raise ValueError naming what is wrong with it."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError("it is not the JSON this toolkit writes (%s)" % exc)
+    if not isinstance(data, dict):
+        raise ValueError("it is not the JSON object this toolkit writes")
+    missing = [field for field in FIELDS if field not in data]
+    if missing:
+        raise ValueError("it lacks %s" % ", ".join(missing))
+    if not isinstance(data["since"], (int, float)) or isinstance(data["since"], bool):
+        raise ValueError("its 'since' is not a number of seconds")
+    return data
+
+
+def render(token, controller, playbook, pid, boot_id, since):
+    """The text written to the lock file (one line, sorted keys)."""
+    return json.dumps({"token": token, "controller": controller, "playbook": playbook, "pid": pid,
+                       "boot_id": boot_id, "since": int(since)}, sort_keys=True) + "\n"
+
+
+def when(since):
+    """UTC time of a lock's 'since', as messages show it."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(since))
+
+
+def describe(lock, now):
+    """'admin@ctl1 (site.yml, pid 4242) since 2026-11-24 16:00:00 UTC, 300 s ago'."""
+    return "%s (%s, pid %s) since %s, %d s ago" % (lock["controller"], lock["playbook"], lock["pid"],
+                                                   when(lock["since"]), max(0, int(now - lock["since"])))
+
+
+def decide(lock, token, boot_id, now, stale_after):
+    """What to do about an existing lock when this run (``token``) wants it.
+
+    Returns ``(verdict, reason)``; verdict is ``free`` (no lock), ``ours`` (this run holds
+    it already), ``stale`` (take it over, with a warning saying why) or ``held`` (fail).
+    """
+    if lock is None:
+        return "free", "no lock"
+    if lock["token"] == token:
+        return "ours", "this run holds the lock already"
+    if lock["boot_id"] != boot_id:
+        return "stale", ("lock of %s was taken in an earlier boot of the node (boot id %s, now %s): "
+                         "that run cannot still be working here" % (describe(lock, now), lock["boot_id"], boot_id))
+    age = now - lock["since"]
+    if age > stale_after:
+        return "stale", ("lock of %s is older than gpudirect_drain_lock_stale_after=%d s"
+                         % (describe(lock, now), stale_after))
+    return "held", "held by %s" % describe(lock, now)
+
+
+def held_message(node, path, lock, now, stale_after):
+    """The failure a second run reads: who holds the lock since when, and what to do."""
+    return ("%s is locked by another run of this toolkit: %s. Wait for that run to finish; if it is gone "
+            "(killed, controller lost), remove %s on %s by hand, or wait until the lock is older than "
+            "gpudirect_drain_lock_stale_after=%d s (a reboot of the node also frees it)."
+            % (node, describe(lock, now), path, node, stale_after))
+
+
+def command_line(argv):
+    """The exact command line an admin can paste into a shell (each argument quoted as needed)."""
+    return " ".join(shlex.quote(str(arg)) for arg in argv)
+
+
+NO_RESUME = "(no resume command set: resume it in your scheduler)"
+
+
+def _resume_line(resume_argv):
+    return command_line(resume_argv) if resume_argv else NO_RESUME
+
+
+def short(message, limit=200):
+    """The first line of a failure message, at most ``limit`` characters (for the table)."""
+    text = str(message or "no message").strip().splitlines()[0] if str(message or "").strip() else "no message"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def left_drained_entry(verify_status, resume_argv, drained, failure=None):
+    """The node's entry for ``gpudirect_drain_left_drained``, or None when it may be resumed.
+
+    ``verify_status`` is ``gpudirect_verify_status`` of this run ('' when verification did
+    not run), ``resume_argv`` the templated resume command, ``drained`` whether this run
+    drained the node, ``failure`` ``{task, msg}`` when a task of the node failed after its
+    drain (recorded by the role's ``failed`` entry point).
+    """
+    if not drained:
+        return None
+    if failure:
+        return {"reason": "failed at '%s': %s" % (failure.get("task") or "?", short(failure.get("msg"))),
+                "resume_command": _resume_line(resume_argv)}
+    if verify_status == "passed":
+        if resume_argv:
+            return None
+        return {"reason": "verification passed, but gpudirect_drain_resume_command is empty: nothing resumes it",
+                "resume_command": NO_RESUME}
+    shown = (verify_status or "did not run").replace("_", " ")
+    return {"reason": "verification %s in this run: a node is resumed only after a verification that passed" % shown,
+            "resume_command": _resume_line(resume_argv)}
+
+
+def _get(hvars, key, default=None):
+    try:
+        value = hvars[key]
+    except (KeyError, TypeError):
+        return default
+    return default if value is None else value
+
+
+def report_rows(hostvars, hosts_all, hosts_alive):
+    """Rows ``{node, reason, resume_command}`` for the final table.
+
+    ``hostvars`` maps node -> its variables (``gpudirect_drain_drained``,
+    ``gpudirect_drain_left_drained``, ``__gpudirect_drain_resume_line``,
+    ``__gpudirect_drain_failure``); ``hosts_all`` is ``ansible_play_hosts_all``, ``hosts_alive``
+    ``ansible_play_hosts`` (Ansible removes failed and unreachable hosts from it). Every node of
+    a failed batch is named: drained ones with their resume command, the others as not drained.
+    Nodes of batches that never ran have nothing recorded and are not listed.
+    """
+    rows = []
+    alive = set(hosts_alive)
+    for node in hosts_all:
+        try:
+            hvars = hostvars[node]
+        except KeyError:
+            hvars = {}
+        entry = _get(hvars, "gpudirect_drain_left_drained")
+        drained = bool(_get(hvars, "gpudirect_drain_drained", False))
+        failure = _get(hvars, "__gpudirect_drain_failure")
+        resume = _get(hvars, "__gpudirect_drain_resume_line") or NO_RESUME
+        if entry:
+            reason = entry.get("reason", "left drained")
+            if node not in alive:
+                reason = "failed in this run; " + reason
+            rows.append({"node": node, "reason": reason, "resume_command": entry.get("resume_command") or resume})
+        elif node not in alive:
+            if drained:
+                rows.append({"node": node, "reason": "failed or unreachable in this run after its drain",
+                             "resume_command": resume})
+            else:
+                rows.append({"node": node, "reason": "failed or unreachable in this run before any drain "
+                             "(not drained by this run): check it", "resume_command": "-"})
+        elif failure:
+            rows.append({"node": node, "reason": "failed before any drain at '%s': %s (not drained by this run)"
+                         % (failure.get("task") or "?", short(failure.get("msg"))), "resume_command": "-"})
+    return rows
+
+
+def table(rows):
+    """The rows as an aligned text table (a list of lines)."""
+    if not rows:
+        return ["no node was left drained by this run"]
+    head = ("NODE", "WHY", "RESUME BY HAND")
+    cells = [head] + [(row["node"], row["reason"], row["resume_command"]) for row in rows]
+    widths = [max(len(str(cell[i])) for cell in cells) for i in range(2)]
+    return ["%-*s  %-*s  %s" % (widths[0], cell[0], widths[1], cell[1], cell[2]) for cell in cells]

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Check the rolling scenario's fake-scheduler log and play output (issue #13, "How it is checked").
+
+    check_rolling.py LOG OUTPUT CHECK_LOG
+
+LOG is the real run's log, OUTPUT its ansible-playbook output, CHECK_LOG the log of the
+--check run before it. Prints one line per broken promise and exits 1 when there is any.
+The expectations are the scenario's (molecule/rolling/rolling.yml): roll1 is changed and
+passes, roll2 needs nothing, roll3 is changed and fails verification, roll4 comes after
+roll3 with max_fail_percentage 0; roll1 and roll3 have a job running when the run starts.
+"""
+
+import sys
+
+PASS, CALM, FAIL, LATER = "gpudirect-roll1", "gpudirect-roll2", "gpudirect-roll3", "gpudirect-roll4"
+
+
+def parse(text):
+    events = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3:
+            events.append((float(fields[0]), fields[1], fields[2], " ".join(fields[3:])))
+    return events
+
+
+def problems(log_text, output, check_log_text):
+    events = parse(log_text)
+    found = []
+
+    def of(node, event=None):
+        return [e for e in events if e[2] == node and (event is None or e[1] == event)]
+
+    # no two batches overlap (serial 1: each changed node is a batch, from its start to its end mark)
+    spans = sorted((min(e[0] for e in of(n) if e[1] != "job"), max(e[0] for e in of(n)), n)
+                   for n in (PASS, FAIL, LATER) if of(n, "start"))
+    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+        if start < end:
+            found.append("batches overlap: %s started at %.3f before %s ended at %.3f" % (second, start, first, end))
+    # no node disrupted while its job marker exists, nor before it was drained and seen idle
+    for node in (PASS, FAIL, LATER):
+        for when, _, _, detail in of(node, "disrupt"):
+            if "job=yes" in detail:
+                found.append("%s was disrupted at %.3f while its job ran" % (node, when))
+            if not [e for e in of(node, "idle") if e[0] <= when] or not [e for e in of(node, "drain") if e[0] <= when]:
+                found.append("%s was disrupted at %.3f before it was drained and idle" % (node, when))
+    for node in (PASS, FAIL):
+        if not of(node, "busy"):
+            found.append("%s: the wait never saw its running job (the job marker was not waited for)" % node)
+    # the node that passed is resumed after its disruption
+    if not of(PASS, "resume") or not of(PASS, "disrupt") or of(PASS, "resume")[0][0] < of(PASS, "disrupt")[0][0]:
+        found.append("%s passed verification but was not resumed after its disruption" % PASS)
+    # the node whose verification failed stays drained and is named in the table with its resume command
+    if not of(FAIL, "drain"):
+        found.append("%s was never drained" % FAIL)
+    if of(FAIL, "resume"):
+        found.append("%s failed verification but was resumed" % FAIL)
+    table = [line for line in output.splitlines() if FAIL in line and "fake_scheduler.py" in line and "resume" in line]
+    if not table:
+        found.append("%s is not named in the table with its resume command" % FAIL)
+    # nodes that need nothing are never drained
+    if of(CALM, "drain") or of(CALM, "disrupt"):
+        found.append("%s needed nothing but was drained or disrupted" % CALM)
+    # max_fail_percentage 0 stops before the next batch
+    if of(LATER):
+        found.append("%s ran after %s's batch failed (max_fail_percentage 0)" % (LATER, FAIL))
+    # check mode drains, waits for and disrupts nothing
+    touched = [e for e in parse(check_log_text) if e[1] in ("drain", "idle", "busy", "resume", "disrupt")]
+    if touched:
+        found.append("the --check run called the scheduler: %s" % ", ".join("%s %s" % (e[1], e[2]) for e in touched))
+    return found
+
+
+def main(argv):
+    texts = []
+    for path in argv[1:4]:
+        with open(path) as handle:
+            texts.append(handle.read())
+    found = problems(*texts)
+    for line in found:
+        print(line)
+    print("%d problem(s)" % len(found))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,219 @@
+"""The per-node run lock and the drain/resume bookkeeping (issue #13, outcomes 3 and 6).
+
+module_utils/gpudirect_lock.py decides; library/gpudirect_lock.py takes and releases the
+lock file on the node; filter_plugins/gpudirect_drain.py builds the final table.
+"""
+
+import json
+import os
+import shlex
+import time
+
+import pytest
+
+import gpudirect_drain as drain_filters
+import gpudirect_lock as lock_module
+from ansible.module_utils import gpudirect_lock as lock
+
+BOOT = "fe264f03-8660-44a3-8199-8e786798c605"
+OTHER_BOOT = "0b5c1e5e-2c7b-4a4c-9d0a-3c6a3c0c1f11"
+NOW = 1795536000
+
+
+def _lock(**over):
+    data = {"token": "tok-other-run", "controller": "bob@ctl9", "playbook": "kernel_update.yml (play: x)",
+            "pid": 77, "boot_id": BOOT, "since": NOW - 120}
+    data.update(over)
+    return data
+
+
+# --- decisions -----------------------------------------------------------------------------------------------------
+
+def test_no_lock_is_free():
+    assert lock.decide(None, "mine", BOOT, NOW, 3600)[0] == "free"
+
+
+def test_our_own_lock_is_reentrant():
+    assert lock.decide(_lock(token="mine"), "mine", BOOT, NOW, 3600)[0] == "ours"
+
+
+def test_fresh_lock_of_another_run_is_held_and_the_message_names_holder_and_since():
+    verdict, _ = lock.decide(_lock(), "mine", BOOT, NOW, 3600)
+    assert verdict == "held"
+    message = lock.held_message("gpu07", "/run/lock/gpudirect-rdma.lock", _lock(), NOW, 3600)
+    assert "gpu07 is locked" in message
+    assert "bob@ctl9" in message and "pid 77" in message and "kernel_update.yml" in message
+    assert lock.when(NOW - 120) in message and "120 s ago" in message
+    assert "/run/lock/gpudirect-rdma.lock" in message and "gpudirect_drain_lock_stale_after=3600" in message
+
+
+def test_lock_from_an_earlier_boot_is_stale():
+    verdict, reason = lock.decide(_lock(boot_id=OTHER_BOOT), "mine", BOOT, NOW, 3600)
+    assert verdict == "stale" and "earlier boot" in reason and OTHER_BOOT in reason
+
+
+def test_old_lock_is_stale_young_one_is_not():
+    assert lock.decide(_lock(since=NOW - 3601), "mine", BOOT, NOW, 3600)[0] == "stale"
+    assert lock.decide(_lock(since=NOW - 3599), "mine", BOOT, NOW, 3600)[0] == "held"
+
+
+@pytest.mark.parametrize("text,message", [
+    ("pid=77\n", "not the JSON"),
+    ("[1, 2]", "not the JSON object"),
+    ('{"token": "x"}', "lacks controller"),
+    (json.dumps(_lock(since="yesterday")), "'since' is not a number"),
+])
+def test_a_foreign_lock_file_is_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        lock.parse(text)
+
+
+def test_render_parses_back():
+    text = lock.render("tok", "alice@ctl1", "site.yml", 4242, BOOT, NOW + 0.7)
+    assert text.endswith("\n") and "\n" not in text[:-1]
+    assert lock.parse(text) == {"token": "tok", "controller": "alice@ctl1", "playbook": "site.yml", "pid": 4242,
+                                "boot_id": BOOT, "since": NOW}
+
+
+# --- resume only on proof ------------------------------------------------------------------------------------------
+
+RESUME = ["scontrol", "update", "nodename=gpu07", "state=resume"]
+
+
+def test_passed_verification_resumes():
+    assert lock.left_drained_entry("passed", RESUME, True) is None
+
+
+@pytest.mark.parametrize("status", ["failed", "not_proven", "skipped", "would_run", ""])
+def test_anything_but_passed_leaves_the_node_drained_with_the_exact_command(status):
+    entry = lock.left_drained_entry(status, RESUME, True)
+    assert entry["resume_command"] == "scontrol update nodename=gpu07 state=resume"
+    assert (status.replace("_", " ") or "did not run") in entry["reason"]
+
+
+def test_a_node_this_run_did_not_drain_is_never_recorded():
+    assert lock.left_drained_entry("failed", RESUME, False) is None
+
+
+def test_passed_without_resume_command_is_left_drained():
+    entry = lock.left_drained_entry("passed", [], True)
+    assert "gpudirect_drain_resume_command is empty" in entry["reason"]
+
+
+def test_a_failure_after_the_drain_names_the_task_and_first_line():
+    entry = lock.left_drained_entry("", RESUME, True, {"task": "Reboot", "msg": "timed out\nmore detail"})
+    assert entry["reason"] == "failed at 'Reboot': timed out"
+
+
+def test_command_line_is_what_a_shell_splits_back():
+    argv = ["sh", "-c", '! squeue -h -w "$1" | grep -q .', "_", "gpu07"]
+    assert shlex.split(lock.command_line(argv)) == argv
+
+
+# --- the final table -----------------------------------------------------------------------------------------------
+
+def test_report_names_left_drained_failed_and_unreachable_nodes_but_not_later_batches():
+    hostvars = {
+        "gpu01": {"gpudirect_drain_drained": False},                                   # resumed
+        "gpu02": {"gpudirect_drain_drained": True, "__gpudirect_drain_resume_line": "resume gpu02",
+                  "gpudirect_drain_left_drained": {"reason": "verification failed in this run",
+                                                   "resume_command": "resume gpu02"}},
+        "gpu03": {"gpudirect_drain_drained": True, "__gpudirect_drain_resume_line": "resume gpu03"},  # unreachable
+        "gpu04": {},                                                                  # failed before its drain
+        "gpu05": {"__gpudirect_drain_failure": {"task": "Take the node's run lock", "msg": "gpu05 is locked"}},
+        "gpu06": {},                                                                  # next batch, never ran
+    }
+    rows = lock.report_rows(hostvars, list(hostvars), ["gpu01", "gpu02", "gpu05", "gpu06"])
+    by_node = {row["node"]: row for row in rows}
+    assert set(by_node) == {"gpu02", "gpu03", "gpu04", "gpu05"}
+    assert by_node["gpu02"]["resume_command"] == "resume gpu02"
+    assert "after its drain" in by_node["gpu03"]["reason"] and by_node["gpu03"]["resume_command"] == "resume gpu03"
+    assert "before any drain" in by_node["gpu04"]["reason"] and by_node["gpu04"]["resume_command"] == "-"
+    assert "gpu05 is locked" in by_node["gpu05"]["reason"]
+    lines = lock.table(rows)
+    assert lines[0].split() == ["NODE", "WHY", "RESUME", "BY", "HAND"]
+    assert len(lines) == 5 and lines[1].startswith("gpu02 ")
+
+
+def test_empty_report_says_so():
+    assert lock.table([]) == ["no node was left drained by this run"]
+
+
+def test_filter_holder_names_user_host_pid_and_playbook(monkeypatch):
+    monkeypatch.setattr("sys.argv", ["ansible-playbook", "-i", "inventory/site", "playbooks/kernel_update.yml"])
+    holder = drain_filters.gpudirect_drain_holder("Rolling kernel update")
+    assert holder["controller"].count("@") == 1
+    assert holder["pid"] == os.getpid()        # templated in the main process here
+    assert holder["playbook"] == "kernel_update.yml (play: Rolling kernel update)"
+
+
+def test_filter_command_line_refuses_a_string():
+    with pytest.raises(Exception, match="argv list"):
+        drain_filters.gpudirect_drain_command_line("scontrol update")
+
+
+# --- the module on a real file -------------------------------------------------------------------------------------
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    boot = tmp_path / "boot_id"
+    boot.write_text(BOOT + "\n")
+    monkeypatch.setattr(lock_module, "BOOT_ID", str(boot))
+    return tmp_path / "lock" / "gpudirect-rdma.lock"
+
+
+def _args(path, **over):
+    args = {"path": str(path), "token": "tok-this-run", "controller": "alice@ctl1", "playbook": "site.yml",
+            "pid": 4242, "node": "gpu07"}
+    args.update(over)
+    return args
+
+
+def test_module_takes_a_free_lock_atomically_and_releases_only_its_own(node, run_module):
+    result = run_module(lock_module, _args(node))
+    assert result["changed"] and result["verdict"] == "free"
+    written = lock.parse(node.read_text())
+    assert written["controller"] == "alice@ctl1" and written["boot_id"] == BOOT and written["pid"] == 4242
+    assert abs(written["since"] - time.time()) < 60
+    assert [p.name for p in node.parent.iterdir()] == [node.name]      # no temporary file left behind
+    assert run_module(lock_module, _args(node))["verdict"] == "ours"
+    other = run_module(lock_module, _args(node, token="tok-another-run", state="absent"))
+    assert not other["changed"] and other["verdict"] == "other" and node.exists()
+    mine = run_module(lock_module, _args(node, state="absent"))
+    assert mine["changed"] and not node.exists()
+
+
+def test_module_second_run_fails_naming_the_holder(node, run_module):
+    node.parent.mkdir()
+    node.write_text(lock.render("tok-first-run", "bob@ctl9", "kernel_update.yml", 77, BOOT, time.time() - 30))
+    result = run_module(lock_module, _args(node))
+    assert result["failed"] and result["verdict"] == "held"
+    assert "gpu07 is locked by another run" in result["msg"] and "bob@ctl9" in result["msg"]
+    assert lock.parse(node.read_text())["token"] == "tok-first-run"
+
+
+def test_module_takes_over_a_stale_lock_with_a_warning(node, run_module, monkeypatch):
+    warned = []
+    monkeypatch.setattr(lock_module.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    node.parent.mkdir()
+    node.write_text(lock.render("tok-first-run", "bob@ctl9", "kernel_update.yml", 77, OTHER_BOOT, time.time() - 30))
+    result = run_module(lock_module, _args(node))
+    assert result["changed"] and result["verdict"] == "stale"
+    assert len(warned) == 1 and "stale run lock on gpu07" in warned[0] and "earlier boot" in warned[0]
+    assert lock.parse(node.read_text())["token"] == "tok-this-run"
+
+
+def test_module_check_mode_leaves_no_lock_but_still_fails_on_a_held_one(node, run_module):
+    result = run_module(lock_module, _args(node), check_mode=True)
+    assert result["changed"] and not node.exists()
+    node.parent.mkdir(exist_ok=True)
+    node.write_text(lock.render("tok-first-run", "bob@ctl9", "site.yml", 77, BOOT, time.time()))
+    assert run_module(lock_module, _args(node), check_mode=True)["failed"]
+
+
+def test_module_refuses_a_lock_file_it_did_not_write(node, run_module):
+    node.parent.mkdir()
+    node.write_text("locked by hand\n")
+    result = run_module(lock_module, _args(node))
+    assert result["failed"] and "not one this toolkit wrote" in result["msg"]
+    assert node.read_text() == "locked by hand\n"
