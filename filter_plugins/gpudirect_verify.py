@@ -41,6 +41,7 @@ def _load_module_util(name):
 
 
 _coverage = _load_module_util("gpudirect_coverage")
+_packages = _load_module_util("gpudirect_loopback_packages")
 
 PASSED, FAILED, NOT_PROVEN, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN = (
     "passed", "failed", "not_proven", "skipped", "would_run", "would_fail", "not_run")
@@ -270,6 +271,15 @@ def gpudirect_verify_pairs(facts, coverage="nearest", gpu="", rdma_device="", mo
         raise AnsibleFilterError(str(exc))
 
 
+def gpudirect_verify_missing_packages(query_output, wanted, manager):
+    """The build packages of ``wanted`` that the package query (``dpkg`` or ``rpm``, see
+    ``module_utils/gpudirect_loopback_packages.py``) does not list as installed."""
+    try:
+        return _packages.missing_packages(query_output, wanted, manager)
+    except _packages.PackageQueryError as exc:
+        raise AnsibleFilterError("gpudirect_verify_missing_packages: %s" % exc)
+
+
 def _num(value, fmt):
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return "-"
@@ -431,4 +441,5 @@ class FilterModule(object):
             "gpudirect_verify_report_md": gpudirect_verify_report_md,
             "gpudirect_verify_fleet_table": gpudirect_verify_fleet_table,
             "gpudirect_verify_pairs": gpudirect_verify_pairs,
+            "gpudirect_verify_missing_packages": gpudirect_verify_missing_packages,
         }

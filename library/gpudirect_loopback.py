@@ -20,10 +20,12 @@ description:
   - Then measures the bandwidth of I(iterations) writes of I(size) bytes, as Gbit/s and as a
     fraction of the port rate and of the PCIe links of NIC and GPU; in a GPU mode also the staged
     path (RDMA WRITE into host memory, then C(cuMemcpyHtoD)) and the GPUDirect speedup.
-  - The work is done by a small C helper embedded in the module, compiled on the node with the
-    distribution's C compiler and libibverbs headers the first time (cached under
-    I(helper_dir)/<sha256 of the source>/), linked with C(-libverbs). C(libcuda.so.1) is opened
-    at run time, so no CUDA toolkit is needed on the node.
+  - The work is done by a small C helper, C(roles/gpudirect_verify/files/gpudirect_loopback.c),
+    which the gpudirect_verify role ships to the node (I(source)). The module compiles it there
+    with the distribution's C compiler and libibverbs headers into I(helper_dir), linked with
+    C(-libverbs), and writes the sha256 of source and build flags next to the binary; it builds
+    again only when that stamp differs from the source it is given. C(libcuda.so.1) is opened at
+    run time, so no CUDA toolkit is needed on the node.
   - Devices are chosen by name or PCI address, or by topology from I(facts) (the closest GPU/NIC
     pair, PIX < PXB < PHB < NODE < SYS); never by a bare index.
   - On failure the result carries C(diagnosis) (code, message, fix, related path warnings) and
@@ -110,8 +112,17 @@ options:
   min_ratio_port:
     description: Fail with C(bandwidth_below_minimum) when bandwidth / port rate is below this fraction.
     type: float
+  source:
+    description:
+      - Path on the node of the helper's C source, C(gpudirect_loopback.c) (the gpudirect_verify
+        role ships it, C(include_role tasks_from=helper) alone does only that).
+      - Its sha256 (with the build flags) decides whether the helper in I(helper_dir) is rebuilt.
+    type: path
+    required: true
   helper_dir:
-    description: Where the compiled helper is cached (one subdirectory per source hash). Needs root.
+    description:
+      - Where the compiled helper C(gpudirect_loopback_helper) and its stamp
+        C(gpudirect_loopback_helper.sha256) are kept. Needs root for the default.
     type: path
     default: /var/lib/gpudirect/loopback
   selftest_gpu_only:
@@ -166,7 +177,9 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Chooses devices and reports the commands it would run (C(would_run)); builds and moves nothing.
+    description:
+      - Chooses devices and reports the commands it would run (C(would_run)), with the build first
+        when the stamp differs from I(source) (then C(changed)); builds and moves nothing.
   diff_mode:
     support: none
     description: Nothing on the node is configured.
@@ -175,7 +188,8 @@ attributes:
 notes:
   - Run with C(become) - the helper cache is under C(/var/lib) and registering memory needs a
     sufficient memlock limit (root has CAP_IPC_LOCK).
-  - C(changed) is true only when the helper had to be built.
+  - C(changed) is true only when the helper had to be built (no binary, or its stamp is not the
+    sha256 of I(source) and the build flags).
   - Soft-RoCE (rdma_rxe) is CPU-bound; its port rate is nominal, so C(ratio_port) means little there.
   - Pair mode - both sides need the same I(size), I(pair_port) and module version (C(pair_mismatch)
     otherwise). The helper build happens before the exchange, so a first run on a fresh host
@@ -187,14 +201,23 @@ requirements:
 """
 
 EXAMPLES = r"""
+# The C source goes to the node first: the role's tasks_from=helper ships it (and the
+# compiler and headers it needs) to /var/lib/gpudirect/loopback/gpudirect_loopback.c.
+- name: Ship the helper source
+  ansible.builtin.include_role:
+    name: gpudirect_verify
+    tasks_from: helper
+
 - name: Prove GPUDirect RDMA on the closest GPU/NIC pair, in the mode the node supports
   gpudirect_loopback:
+    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
     facts: "{{ ansible_facts.gpudirect }}"
   become: true
   register: loopback
 
 - name: dma-buf path on a named pair, 4 MiB writes
   gpudirect_loopback:
+    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
     mode: cuda_dmabuf
     rdma_device: mlx5_0
     gpu: "0000:1b:00.0"
@@ -204,6 +227,7 @@ EXAMPLES = r"""
 
 - name: Soft-RoCE host-memory loopback on a test VM
   gpudirect_loopback:
+    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
     mode: host
     rdma_device: rxe0
     size: 65536
@@ -211,6 +235,7 @@ EXAMPLES = r"""
 
 - name: CUDA half only, on a GPU node without NIC
   gpudirect_loopback:
+    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
     selftest_gpu_only: true
     facts: "{{ ansible_facts.gpudirect }}"
   become: true
@@ -220,6 +245,7 @@ EXAMPLES = r"""
 # rdma_address is an inventory variable: each host's address on the RDMA network.
 - name: RDMA WRITE from node-b into node-a over the fabric, compare on node-a
   gpudirect_loopback:
+    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
     facts: "{{ ansible_facts.gpudirect }}"
     mode: cuda_dmabuf
     listen: "{{ inventory_hostname == 'node-a' }}"
@@ -231,6 +257,7 @@ EXAMPLES = r"""
 # the server in the background, the client, then the server's result.
 - name: Start the pair server on node-a
   gpudirect_loopback:
+    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
     mode: host
     rdma_device: mlx5_0
     listen: true
@@ -243,6 +270,7 @@ EXAMPLES = r"""
 
 - name: Write from node-b into node-a's buffer, measure the bandwidth
   gpudirect_loopback:
+    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
     mode: host
     peer: "{{ hostvars['node-a'].rdma_address }}"
   become: true
@@ -362,6 +390,11 @@ helper_built:
   description: Whether the helper was compiled in this run.
   returned: always
   type: bool
+helper_sha256:
+  description: sha256 of I(source) and the build flags, as the stamp next to the helper records it; null in
+    check mode when I(source) is not on the node yet.
+  returned: always
+  type: str
 would_run:
   description: In check mode, the commands (argument lists) that would run.
   returned: in check mode
@@ -420,8 +453,9 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_loopback_helper import (
-    GPU_MODES, HELPER_SOURCE, LoopbackError, build_command, build_failure_hint, check_mode_supported, diagnose,
-    facts_summary, gid_addresses, gid_for_address, gid_table, helper_paths, live_pci_link, parse_helper_output,
+    GPU_MODES, LoopbackError, build_command, build_failure_hint, check_mode_supported, diagnose, facts_summary,
+    gid_addresses, gid_for_address, gid_table, helper_digest, helper_is_current, helper_paths, live_pci_link,
+    parse_helper_output,
     path_warnings, pcie_gbps, pick_gid_index, resolve_mode, resolve_peer, route_source, scan_gpus, scan_port,
     scan_rdma_devices, select_devices, unwrap_facts)
 
@@ -440,7 +474,7 @@ class Loopback(object):
             "port": self.p["port"], "gid_index": None, "gpu": None, "selection": {}, "port_rate_gbps": None,
             "ratio_port": None, "pcie_gbps": None, "ratio_pcie": None, "bandwidth_gbps": None,
             "staged_bandwidth_gbps": None, "speedup": None, "diagnosis": None, "path_warnings": [],
-            "helper_path": None, "helper_built": False,
+            "helper_path": None, "helper_built": False, "helper_sha256": None,
             "pair_role": "server" if self.p["listen"] else "client" if self.p["peer"] else None,
         }
         if self.result["pair_role"]:
@@ -632,21 +666,34 @@ class Loopback(object):
             cmd.append("--corrupt")
         return cmd
 
-    def build(self, directory, source_path, binary):
+    def read_source(self):
+        """The helper source as bytes; None in check mode when it is not on the node yet (the role's
+        copy task, which would put it there, shows that change)."""
+        path = self.p["source"]
+        try:
+            with open(path, "rb") as handle:
+                return handle.read()
+        except (IOError, OSError) as exc:
+            if self.module.check_mode and not os.path.exists(path):
+                return None
+            self.fail("bad_input", "cannot read the helper source %s (%s): ship "
+                      "roles/gpudirect_verify/files/gpudirect_loopback.c there (include_role gpudirect_verify "
+                      "tasks_from=helper does) or point source at it." % (path, exc))
+
+    def build(self, binary, stamp, digest):
         cc = self.module.get_bin_path("cc") or self.module.get_bin_path("gcc")
         if not cc:
             self.fail("helper_build_failed", "No C compiler (cc/gcc) on the node.")
+        directory = os.path.dirname(binary)
         try:
             if not os.path.isdir(directory):
                 os.makedirs(directory, 0o755)
-            with open(source_path, "w") as handle:
-                handle.write(HELPER_SOURCE)
             fd, tmp = tempfile.mkstemp(prefix=".build-", dir=directory)
             os.close(fd)
         except (IOError, OSError) as exc:
             self.fail("helper_build_failed", "Cannot write %s: %s (run with become, or set helper_dir to a "
                       "writable directory)." % (directory, exc))
-        cmd = build_command(cc, source_path, tmp)
+        cmd = build_command(cc, self.p["source"], tmp)
         rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
         if rc != 0:
             try:
@@ -657,6 +704,10 @@ class Loopback(object):
                       rc=rc, stdout=out, stderr=err, command=cmd)
         os.chmod(tmp, 0o755)
         os.rename(tmp, binary)
+        # the stamp last: a build cut short leaves an old or no stamp, so the next run builds again
+        with open(stamp + ".tmp", "w") as handle:
+            handle.write(digest + "\n")
+        os.rename(stamp + ".tmp", stamp)
         self.result["helper_built"] = True
         self.result["changed"] = True
 
@@ -672,16 +723,18 @@ class Loopback(object):
                 self.result["pcie_gbps"] = self.pcie(dev, gpu if mode in GPU_MODES else None)
         except LoopbackError as exc:
             self.fail(exc.code, exc.message, **exc.extra)
-        directory, source_path, binary = helper_paths(self.p["helper_dir"])
-        self.result["helper_path"] = binary
-        built = os.path.isfile(binary) and os.access(binary, os.X_OK)
+        binary, stamp = helper_paths(self.p["helper_dir"])
+        source = self.read_source()
+        digest = helper_digest(source) if source is not None else None
+        self.result.update(helper_path=binary, helper_sha256=digest)
+        current = digest is not None and helper_is_current(binary, stamp, digest)
         cmd = self.helper_command(binary, mode, dev, gpu)
         if self.module.check_mode:
-            would = [] if built else [build_command("cc", source_path, binary)]
-            self.result.update(changed=not built, would_run=would + [cmd])
+            would = [] if current else [build_command("cc", self.p["source"], binary)]
+            self.result.update(changed=not current, would_run=would + [cmd])
             self.module.exit_json(**self.result)
-        if not built:
-            self.build(directory, source_path, binary)
+        if not current:
+            self.build(binary, stamp, digest)
         rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
         self.result["command"] = cmd
         try:
@@ -757,6 +810,7 @@ def main():
             staged=dict(type="bool", default=True),
             timeout=dict(type="int", default=60),
             min_ratio_port=dict(type="float"),
+            source=dict(type="path", required=True),
             helper_dir=dict(type="path", default="/var/lib/gpudirect/loopback"),
             selftest_gpu_only=dict(type="bool", default=False),
             listen=dict(type="bool", default=False),

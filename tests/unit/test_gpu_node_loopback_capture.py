@@ -53,7 +53,9 @@ def test_no_nic_failure_on_the_node_names_what_it_saw():
 
 
 def test_the_same_facts_give_the_same_no_nic_verdict_here(tmp_path, run_module):
-    res = run_module(gpudirect_loopback, {"mode": "auto", "facts": _facts(), "helper_dir": str(tmp_path / "h")})
+    res = run_module(gpudirect_loopback, {"mode": "auto", "facts": _facts(), "helper_dir": str(tmp_path / "h"),
+                                             "source": os.path.join(os.path.dirname(__file__), "..", "..", "roles",
+                                                                    "gpudirect_verify", "files", "gpudirect_loopback.c")})
     captured = _load("loopback_no_rdma.json")
     assert res["failed"] is True
     assert res["diagnosis"]["code"] == captured["diagnosis"]["code"]
