@@ -20,12 +20,12 @@ description:
   - Then measures the bandwidth of I(iterations) writes of I(size) bytes, as Gbit/s and as a
     fraction of the port rate and of the PCIe links of NIC and GPU; in a GPU mode also the staged
     path (RDMA WRITE into host memory, then C(cuMemcpyHtoD)) and the GPUDirect speedup.
-  - The work is done by a small C helper, C(roles/gpudirect_verify/files/gpudirect_loopback.c),
-    which the gpudirect_verify role ships to the node (I(source)). The module compiles it there
-    with the distribution's C compiler and libibverbs headers into I(helper_dir), linked with
-    C(-libverbs), and writes the sha256 of source and build flags next to the binary; it builds
-    again only when that stamp differs from the source it is given. C(libcuda.so.1) is opened at
-    run time, so no CUDA toolkit is needed on the node.
+  - The work is done by a small C helper, C(roles/gpudirect_verify/files/*.c, *.h), which the
+    gpudirect_verify role ships to the node (I(source)). The module compiles it there with the
+    distribution's C compiler and libibverbs headers into I(helper_dir), linked with
+    C(-libverbs), and writes the sha256 of the source files and build flags next to the binary;
+    it builds again only when that stamp differs from the files it is given. C(libcuda.so.1) is
+    opened at run time, so no CUDA toolkit is needed on the node.
   - Devices are chosen by name or PCI address, or by topology from I(facts) (the closest GPU/NIC
     pair, PIX < PXB < PHB < NODE < SYS); never by a bare index.
   - On failure the result carries C(diagnosis) (code, message, fix, related path warnings) and
@@ -114,10 +114,14 @@ options:
     type: float
   source:
     description:
-      - Path on the node of the helper's C source, C(gpudirect_loopback.c) (the gpudirect_verify
-        role ships it, C(include_role tasks_from=helper) alone does only that).
-      - Its sha256 (with the build flags) decides whether the helper in I(helper_dir) is rebuilt.
-    type: path
+      - Paths on the node of the helper's source files; the C(.c) files are compiled together, the
+        C(.h) files are found next to them. The gpudirect_verify role ships them and sets the fact
+        C(gpudirect_verify_helper_source) to this list (C(include_role tasks_from=helper) alone
+        does only that).
+      - Their sha256 (names, contents, build flags) decides whether the helper in I(helper_dir) is
+        rebuilt.
+    type: list
+    elements: path
     required: true
   helper_dir:
     description:
@@ -202,7 +206,7 @@ requirements:
 
 EXAMPLES = r"""
 # The C source goes to the node first: the role's tasks_from=helper ships it (and the
-# compiler and headers it needs) to /var/lib/gpudirect/loopback/gpudirect_loopback.c.
+# compiler and headers it needs) and sets gpudirect_verify_helper_source to its paths.
 - name: Ship the helper source
   ansible.builtin.include_role:
     name: gpudirect_verify
@@ -210,14 +214,14 @@ EXAMPLES = r"""
 
 - name: Prove GPUDirect RDMA on the closest GPU/NIC pair, in the mode the node supports
   gpudirect_loopback:
-    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
+    source: "{{ gpudirect_verify_helper_source }}"
     facts: "{{ ansible_facts.gpudirect }}"
   become: true
   register: loopback
 
 - name: dma-buf path on a named pair, 4 MiB writes
   gpudirect_loopback:
-    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
+    source: "{{ gpudirect_verify_helper_source }}"
     mode: cuda_dmabuf
     rdma_device: mlx5_0
     gpu: "0000:1b:00.0"
@@ -227,7 +231,7 @@ EXAMPLES = r"""
 
 - name: Soft-RoCE host-memory loopback on a test VM
   gpudirect_loopback:
-    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
+    source: "{{ gpudirect_verify_helper_source }}"
     mode: host
     rdma_device: rxe0
     size: 65536
@@ -235,7 +239,7 @@ EXAMPLES = r"""
 
 - name: CUDA half only, on a GPU node without NIC
   gpudirect_loopback:
-    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
+    source: "{{ gpudirect_verify_helper_source }}"
     selftest_gpu_only: true
     facts: "{{ ansible_facts.gpudirect }}"
   become: true
@@ -245,7 +249,7 @@ EXAMPLES = r"""
 # rdma_address is an inventory variable: each host's address on the RDMA network.
 - name: RDMA WRITE from node-b into node-a over the fabric, compare on node-a
   gpudirect_loopback:
-    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
+    source: "{{ gpudirect_verify_helper_source }}"
     facts: "{{ ansible_facts.gpudirect }}"
     mode: cuda_dmabuf
     listen: "{{ inventory_hostname == 'node-a' }}"
@@ -257,7 +261,7 @@ EXAMPLES = r"""
 # the server in the background, the client, then the server's result.
 - name: Start the pair server on node-a
   gpudirect_loopback:
-    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
+    source: "{{ gpudirect_verify_helper_source }}"
     mode: host
     rdma_device: mlx5_0
     listen: true
@@ -270,7 +274,7 @@ EXAMPLES = r"""
 
 - name: Write from node-b into node-a's buffer, measure the bandwidth
   gpudirect_loopback:
-    source: /var/lib/gpudirect/loopback/gpudirect_loopback.c
+    source: "{{ gpudirect_verify_helper_source }}"
     mode: host
     peer: "{{ hostvars['node-a'].rdma_address }}"
   become: true
@@ -508,6 +512,9 @@ class Loopback(object):
                 self.fail("bad_input", "%s must be >= 1, got %d." % (name, p[name]))
         if p["selftest_gpu_only"] and p["rdma_device"]:
             self.fail("bad_input", "selftest_gpu_only uses no RDMA device: leave rdma_device out.")
+        if not any(path.endswith(".c") for path in p["source"]):
+            self.fail("bad_input", "source lists no .c file (%s): pass gpudirect_verify_helper_source, the paths the "
+                      "role's tasks_from=helper ships." % (", ".join(p["source"]) or "empty"))
         if p["listen"] and p["peer"]:
             self.fail("bad_input", "listen (the server side) and peer (the client side) exclude each other: give the "
                       "server listen: true and the client peer: <server address>.")
@@ -667,18 +674,20 @@ class Loopback(object):
         return cmd
 
     def read_source(self):
-        """The helper source as bytes; None in check mode when it is not on the node yet (the role's
-        copy task, which would put it there, shows that change)."""
-        path = self.p["source"]
-        try:
-            with open(path, "rb") as handle:
-                return handle.read()
-        except (IOError, OSError) as exc:
-            if self.module.check_mode and not os.path.exists(path):
-                return None
-            self.fail("bad_input", "cannot read the helper source %s (%s): ship "
-                      "roles/gpudirect_verify/files/gpudirect_loopback.c there (include_role gpudirect_verify "
-                      "tasks_from=helper does) or point source at it." % (path, exc))
+        """[(path, bytes)] of the helper's source files; None in check mode when one is not on the
+        node yet (the role's copy task, which would put it there, shows that change)."""
+        files = []
+        for path in self.p["source"]:
+            try:
+                with open(path, "rb") as handle:
+                    files.append((os.path.basename(path), handle.read()))
+            except (IOError, OSError) as exc:
+                if self.module.check_mode and not os.path.exists(path):
+                    return None
+                self.fail("bad_input", "cannot read the helper source %s (%s): ship roles/gpudirect_verify/files/ "
+                          "there (include_role gpudirect_verify tasks_from=helper does, and sets "
+                          "gpudirect_verify_helper_source) or point source at it." % (path, exc))
+        return files
 
     def build(self, binary, stamp, digest):
         cc = self.module.get_bin_path("cc") or self.module.get_bin_path("gcc")
@@ -810,7 +819,7 @@ def main():
             staged=dict(type="bool", default=True),
             timeout=dict(type="int", default=60),
             min_ratio_port=dict(type="float"),
-            source=dict(type="path", required=True),
+            source=dict(type="list", elements="path", required=True),
             helper_dir=dict(type="path", default="/var/lib/gpudirect/loopback"),
             selftest_gpu_only=dict(type="bool", default=False),
             listen=dict(type="bool", default=False),

@@ -3,10 +3,11 @@
 stamp, device selection from ``ansible_facts.gpudirect``, RoCE GID choice, helper
 output parsing and the failure diagnoses.
 
-The helper is a C program, ``roles/gpudirect_verify/files/gpudirect_loopback.c``,
-which the gpudirect_verify role ships to the node and the module builds there with
-the distribution's compiler and libibverbs headers, again only when the sha256 of the
-source and the build flags differs from the stamp next to the binary. It links
+The helper is a C program, ``roles/gpudirect_verify/files/`` (``gpudirect_loopback.h``
+says which file holds what), which the gpudirect_verify role ships to the node and
+the module builds there with the distribution's compiler and libibverbs headers,
+again only when the sha256 of the source files and the build flags differs from the
+stamp next to the binary. It links
 ``-libverbs`` and opens ``libcuda.so.1`` at run time with ``dlopen``, declaring the
 few CUDA driver API prototypes itself, so no CUDA toolkit is needed on the node.
 It prints one JSON line.
@@ -49,11 +50,13 @@ class LoopbackError(Exception):
 # the helper binary: built from the shipped source when its stamp differs
 # ---------------------------------------------------------------------------
 
-def helper_digest(source):
-    """sha256 of the helper source (bytes) and its build flags: what the stamp records."""
+def helper_digest(files):
+    """sha256 of the helper's source files ([(name, bytes)], in the order given) and its build
+    flags: what the stamp records."""
     digest = hashlib.sha256()
-    digest.update(source)
-    digest.update(("\0" + " ".join(COMPILE_FLAGS + LINK_FLAGS)).encode("utf-8"))
+    for name, content in files:
+        digest.update(name.encode("utf-8") + b"\0" + content + b"\0")
+    digest.update(" ".join(COMPILE_FLAGS + LINK_FLAGS).encode("utf-8"))
     return digest.hexdigest()
 
 
@@ -70,8 +73,9 @@ def helper_is_current(binary, stamp, digest):
     return (read_text(stamp) or "").split(" ")[0] == digest
 
 
-def build_command(cc, source_path, output_path):
-    return [cc] + COMPILE_FLAGS + ["-o", output_path, source_path] + LINK_FLAGS
+def build_command(cc, sources, output_path):
+    """The compiler's argument list: the .c files of ``sources`` (headers are found next to them)."""
+    return [cc] + COMPILE_FLAGS + ["-o", output_path] + [p for p in sources if p.endswith(".c")] + LINK_FLAGS
 
 
 def build_failure_hint(stderr):

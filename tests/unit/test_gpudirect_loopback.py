@@ -23,7 +23,12 @@ import sysfs_tree
 from conftest import PROJECT_FIXTURES
 
 LOOPBACK = os.path.join(PROJECT_FIXTURES, "loopback")
-HELPER_C = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "gpudirect_verify", "files", "gpudirect_loopback.c")
+ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "gpudirect_verify")
+with open(os.path.join(ROLE, "vars", "main.yml")) as _handle:
+    HELPER_FILES = yaml.safe_load(_handle)["__gpudirect_verify_helper_files"]
+# the helper's source files as the role ships them, in the role's order
+HELPER_SOURCES = [os.path.join(ROLE, "files", name) for name in HELPER_FILES]
+HELPER_C_FILES = [p for p in HELPER_SOURCES if p.endswith(".c")]
 H200_FACTS = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "gpudirect_facts.json")
 
 
@@ -112,7 +117,7 @@ def env(tmp_path, monkeypatch):
     root = tmp_path / "root"
     root.mkdir()
     monkeypatch.setattr(gpudirect_loopback, "ROOT", str(root))
-    return {"root": str(root), "helper_dir": str(tmp_path / "cache"), "source": HELPER_C}
+    return {"root": str(root), "helper_dir": str(tmp_path / "cache"), "source": list(HELPER_SOURCES)}
 
 
 # ---------------------------------------------------------------------------
@@ -162,6 +167,14 @@ def test_bad_input_fails_before_anything_runs(env, monkeypatch, args, fragment, 
     result = run_module(gpudirect_loopback, dict(args, helper_dir=env["helper_dir"], source=env["source"], mode="host"))
     assert result["failed"] is True and result["diagnosis"]["code"] == "bad_input"
     assert fragment in result["msg"]
+    assert node.calls == [] and not os.path.exists(env["helper_dir"])
+
+
+@pytest.mark.parametrize("source", [[], ["/var/lib/gpudirect/loopback/src/gpudirect_loopback.h"]])
+def test_a_source_list_without_c_file_fails_before_anything_runs(env, monkeypatch, source, run_module):
+    node = Node(monkeypatch)
+    result = run_module(gpudirect_loopback, {"mode": "host", "helper_dir": env["helper_dir"], "source": source})
+    assert result["diagnosis"]["code"] == "bad_input" and "source lists no .c file" in result["msg"]
     assert node.calls == [] and not os.path.exists(env["helper_dir"])
 
 
@@ -410,15 +423,15 @@ def test_build_once_then_cached_and_command_line(env, monkeypatch, run_module):
     first = run_module(gpudirect_loopback, args)
     assert first.get("failed") is not True, first
     assert first["changed"] is True and first["helper_built"] is True
-    with open(env["source"], "rb") as handle:
-        digest = lh.helper_digest(handle.read())
+    digest = lh.helper_digest([(os.path.basename(p), open(p, "rb").read()) for p in env["source"]])
     assert first["helper_path"] == os.path.join(env["helper_dir"], "gpudirect_loopback_helper")
     assert first["helper_sha256"] == digest
     with open(first["helper_path"] + ".sha256") as handle:
         assert handle.read() == digest + "\n"
     build = node.builds()[0]
     assert build[0] == "/usr/bin/cc" and build[-2:] == ["-libverbs", "-ldl"]
-    assert build[build.index("-o") + 2] == env["source"]      # compiled from the shipped file, no copy of it
+    # compiled from the shipped .c files, no copy of them; the header is found next to them
+    assert build[build.index("-o") + 2:-2] == HELPER_C_FILES
     assert node.helpers() == [[first["helper_path"], "--mode", "host", "--device", "rxe0", "--port", "1",
                                "--gid-index", "1", "--depth", "128", "--size", "65536", "--iters", "200",
                                "--timeout", "60"]]
@@ -434,11 +447,11 @@ def test_build_once_then_cached_and_command_line(env, monkeypatch, run_module):
 
 @pytest.fixture
 def own_source(env, tmp_path):
-    """A copy of the helper source that a test may change, as a new role version would."""
-    path = tmp_path / "gpudirect_loopback.c"
-    shutil.copy(HELPER_C, str(path))
-    env["source"] = str(path)
-    return path
+    """A copy of the helper's source files that a test may change, as a new role version would;
+    returns the header's path."""
+    (tmp_path / "src").mkdir()
+    env["source"] = [shutil.copy(p, str(tmp_path / "src" / os.path.basename(p))) for p in HELPER_SOURCES]
+    return tmp_path / "src" / "gpudirect_loopback.h"
 
 
 def test_changed_source_rebuilds_and_check_mode_says_so(env, own_source, monkeypatch, run_module):
@@ -446,12 +459,13 @@ def test_changed_source_rebuilds_and_check_mode_says_so(env, own_source, monkeyp
     node = Node(monkeypatch)
     args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]}
     assert run_module(gpudirect_loopback, args)["helper_built"] is True
-    own_source.write_text(own_source.read_text() + "/* a new version of the helper */\n")
+    own_source.write_text(own_source.read_text() + "/* a new version of the header alone */\n")
     check = run_module(gpudirect_loopback, args, check_mode=True)
     assert check["changed"] is True and "-libverbs" in check["would_run"][0] and len(node.builds()) == 1
     again = run_module(gpudirect_loopback, args)
     assert again["changed"] is True and again["helper_built"] is True and len(node.builds()) == 2
-    assert again["helper_sha256"] == lh.helper_digest(own_source.read_bytes())
+    assert again["helper_sha256"] == lh.helper_digest([(os.path.basename(p), open(p, "rb").read())
+                                                       for p in env["source"]])
     settled = run_module(gpudirect_loopback, args)
     assert settled["changed"] is False and len(node.builds()) == 2
 
@@ -470,14 +484,27 @@ def test_a_stamp_that_does_not_match_rebuilds(env, monkeypatch, run_module):
     assert len(node.builds()) == 3 and os.path.exists(binary + ".sha256")
 
 
+def test_the_role_ships_every_source_file_and_only_those():
+    """A file added to files/ and not to the list would be missing on the node (and the reverse)."""
+    assert sorted(HELPER_FILES) == sorted(os.listdir(os.path.join(ROLE, "files")))
+    assert [lh.build_command("cc", ["/s/a.h", "/s/b.c", "/s/c.c"], "/o/h")] == [
+        ["cc"] + lh.COMPILE_FLAGS + ["-o", "/o/h", "/s/b.c", "/s/c.c"] + lh.LINK_FLAGS]
+
+
+def test_every_source_file_stays_readable_in_one_sitting():
+    for path in HELPER_SOURCES:
+        with open(path) as handle:
+            assert len(handle.read().splitlines()) <= 800, path
+
+
 def test_check_mode_before_the_source_is_shipped_would_build(env, tmp_path, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch)
     missing = str(tmp_path / "not-yet" / "gpudirect_loopback.c")
-    args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": missing}
+    args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": [missing]}
     check = run_module(gpudirect_loopback, args, check_mode=True)
     assert check.get("failed") is not True and check["changed"] is True and check["helper_sha256"] is None
-    assert check["would_run"][0][check["would_run"][0].index("-o") + 2] == missing and node.calls == []
+    assert check["would_run"][0][check["would_run"][0].index("-o") + 2:-2] == [missing] and node.calls == []
     real = run_module(gpudirect_loopback, args)
     assert real["failed"] is True and real["diagnosis"]["code"] == "bad_input"
     assert missing in real["msg"] and "tasks_from=helper" in real["msg"] and node.calls == []
@@ -578,15 +605,14 @@ VERBS_INCLUDE = os.environ.get("GPUDIRECT_VERBS_INCLUDE", "/usr/include")
                     reason="needs cc and infiniband/verbs.h: scripts/setup.sh installs gcc and libibverbs-dev")
 def test_helper_source_compiles_cleanly(tmp_path):
     proc = subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", "-std=gnu99", "-I" + VERBS_INCLUDE,
-                           "-o", str(tmp_path / "helper"), HELPER_C, "-libverbs", "-ldl"],
+                           "-o", str(tmp_path / "helper")] + HELPER_C_FILES + ["-libverbs", "-ldl"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert os.access(str(tmp_path / "helper"), os.X_OK)
 
 
 def test_helper_source_has_the_safety_properties():
-    with open(HELPER_C) as handle:
-        src = handle.read()
+    src = "".join(open(p).read() for p in HELPER_SOURCES)
     assert 'dlopen("libcuda.so.1"' in src and "#include <cuda.h>" not in src
     assert "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS" in src and "MemcpyDtoH(check_buf, dptr" in src
     assert "cuMemGetHandleForAddressRange" in src and "ibv_reg_dmabuf_mr" in src
@@ -852,7 +878,7 @@ def fake_verbs(tmp_path_factory):
                     "-o", str(lib / "libibverbs.so"), FAKE_VERBS_SRC], check=True)
     helper = base / "helper"
     subprocess.run(["cc"] + lh.COMPILE_FLAGS + ["-I" + VERBS_INCLUDE, "-L" + str(lib), "-o", str(helper),
-                                                HELPER_C] + lh.LINK_FLAGS, check=True)
+                                                ] + HELPER_C_FILES + lh.LINK_FLAGS, check=True)
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib), LIBRARY_PATH=str(lib), LANG="C", LC_ALL="C")
     return {"helper": str(helper), "lib": str(lib), "env": env, "base": base}
 
@@ -989,7 +1015,7 @@ def test_module_pair_end_to_end_on_fake_verbs(fake_verbs, tmp_path):
     procs = []
     for name, extra in (("server", {"listen": True, "_corrupt_one_byte": False}), ("client", {"peer": "127.0.0.1"})):
         args = dict(extra, mode="host", size=65536, iterations=20, pair_port=port, pair_timeout=20,
-                    helper_dir=str(tmp_path / ("cache-" + name)), source=HELPER_C)
+                    helper_dir=str(tmp_path / ("cache-" + name)), source=HELPER_SOURCES)
         path = tmp_path / (name + ".json")
         path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
         procs.append(subprocess.Popen([sys.executable, str(runner), str(path)], env=fake_verbs["env"],
