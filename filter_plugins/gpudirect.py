@@ -4,7 +4,8 @@ Filters
 -------
 ``nvidia_topo_matrix``
     Parse the text of ``nvidia-smi topo -m`` into the device list, the distance
-    matrix, the CPU/NUMA affinity columns and the NIC legend.
+    matrix, the CPU/NUMA affinity columns and the NIC legend. gpudirect_verify
+    cross-checks the distances from sysfs with it (``gpudirect_verify_topo_notes``).
 ``gpudirect_distance_verdict``
     Map one distance class of that matrix (``PIX``, ``SYS``, ``NV18`` ...) to
     ``good`` / ``warn`` / ``bad`` for GPUDirect RDMA.

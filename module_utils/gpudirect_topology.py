@@ -62,3 +62,29 @@ def distance_verdict(distance):
         raise DistanceError("'X' marks a device against itself, not a path")
     raise DistanceError("unknown GPU/NIC distance class %r; expected one of %s"
                         % (distance, ", ".join(DISTANCE_ORDER)))
+
+
+def cross_check(topo, gpus, pairs):
+    """Notes on the tested pairs whose distance from sysfs (``pairs``: ``{gpu, nic, distance}``)
+    differs from the class ``nvidia-smi topo -m`` prints for them (``topo``: the parsed matrix,
+    filter ``nvidia_topo_matrix``). ``gpus`` are the facts' GPUs: nvidia-smi's ``index`` names
+    the matrix row ``GPU<index>``; the NIC legend (or an ``mlx5_0`` column of older drivers)
+    names the column. Pairs nvidia-smi does not show (a soft-RoCE device, a GPU without index)
+    are not compared; ``SOC``, the older drivers' name, reads as ``SYS``."""
+    row_of = dict((g.get("address"), "GPU%d" % g["index"]) for g in gpus or [] if g.get("index") is not None)
+    column_of = dict((device, column) for column, device in (topo.get("nic_legend") or {}).items())
+    notes = []
+    for pair in pairs or []:
+        gpu, nic, ours = pair.get("gpu"), pair.get("nic"), pair.get("distance")
+        row, column = row_of.get(gpu), column_of.get(nic)
+        if not ours or row is None or column is None:
+            continue
+        theirs = ((topo.get("matrix") or {}).get(row) or {}).get(column)
+        if theirs is None:
+            continue
+        theirs = {"SOC": "SYS"}.get(theirs, theirs)
+        if theirs != ours:
+            notes.append("GPU %s (%s) and %s (%s): the distance from sysfs is %s, nvidia-smi topo -m says %s; the "
+                         "pair choice and path warnings used %s (check the PCIe path with lspci -t)"
+                         % (gpu, row, nic, column, ours, theirs, ours))
+    return notes
