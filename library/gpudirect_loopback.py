@@ -118,6 +118,8 @@ options:
         C(.h) files are found next to them. The gpudirect_verify role ships them and sets the fact
         C(gpudirect_verify_helper_source) to this list (C(include_role tasks_from=helper) alone
         does only that).
+      - A directory stands for the C(.c) and C(.h) files in it (for ad-hoc calls on a node the
+        role has run on, C(source=/var/lib/gpudirect/loopback/src)).
       - Their sha256 (names, contents, build flags) decides whether the helper in I(helper_dir) is
         rebuilt.
     type: list
@@ -512,7 +514,7 @@ class Loopback(object):
                 self.fail("bad_input", "%s must be >= 1, got %d." % (name, p[name]))
         if p["selftest_gpu_only"] and p["rdma_device"]:
             self.fail("bad_input", "selftest_gpu_only uses no RDMA device: leave rdma_device out.")
-        if not any(path.endswith(".c") for path in p["source"]):
+        if not any(path.endswith(".c") or os.path.isdir(path) for path in p["source"]):
             self.fail("bad_input", "source lists no .c file (%s): pass gpudirect_verify_helper_source, the paths the "
                       "role's tasks_from=helper ships." % (", ".join(p["source"]) or "empty"))
         if p["listen"] and p["peer"]:
@@ -673,11 +675,21 @@ class Loopback(object):
             cmd.append("--corrupt")
         return cmd
 
-    def read_source(self):
-        """[(path, bytes)] of the helper's source files; None in check mode when one is not on the
+    def source_paths(self):
+        """The source files: the paths given, a directory as the .c and .h files in it (sorted)."""
+        paths = []
+        for path in self.p["source"]:
+            if os.path.isdir(path):
+                paths += [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith((".c", ".h"))]
+            else:
+                paths.append(path)
+        return paths
+
+    def read_source(self, paths):
+        """[(name, bytes)] of the helper's source files; None in check mode when one is not on the
         node yet (the role's copy task, which would put it there, shows that change)."""
         files = []
-        for path in self.p["source"]:
+        for path in paths:
             try:
                 with open(path, "rb") as handle:
                     files.append((os.path.basename(path), handle.read()))
@@ -689,7 +701,7 @@ class Loopback(object):
                           "gpudirect_verify_helper_source) or point source at it." % (path, exc))
         return files
 
-    def build(self, binary, stamp, digest):
+    def build(self, sources, binary, stamp, digest):
         cc = self.module.get_bin_path("cc") or self.module.get_bin_path("gcc")
         if not cc:
             self.fail("helper_build_failed", "No C compiler (cc/gcc) on the node.")
@@ -702,7 +714,7 @@ class Loopback(object):
         except (IOError, OSError) as exc:
             self.fail("helper_build_failed", "Cannot write %s: %s (run with become, or set helper_dir to a "
                       "writable directory)." % (directory, exc))
-        cmd = build_command(cc, self.p["source"], tmp)
+        cmd = build_command(cc, sources, tmp)
         rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
         if rc != 0:
             try:
@@ -733,17 +745,18 @@ class Loopback(object):
         except LoopbackError as exc:
             self.fail(exc.code, exc.message, **exc.extra)
         binary, stamp = helper_paths(self.p["helper_dir"])
-        source = self.read_source()
-        digest = helper_digest(source) if source is not None else None
+        sources = self.source_paths()
+        files = self.read_source(sources)
+        digest = helper_digest(files) if files is not None else None
         self.result.update(helper_path=binary, helper_sha256=digest)
         current = digest is not None and helper_is_current(binary, stamp, digest)
         cmd = self.helper_command(binary, mode, dev, gpu)
         if self.module.check_mode:
-            would = [] if current else [build_command("cc", self.p["source"], binary)]
+            would = [] if current else [build_command("cc", sources, binary)]
             self.result.update(changed=not current, would_run=would + [cmd])
             self.module.exit_json(**self.result)
         if not current:
-            self.build(binary, stamp, digest)
+            self.build(sources, binary, stamp, digest)
         rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
         self.result["command"] = cmd
         try:

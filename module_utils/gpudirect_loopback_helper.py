@@ -51,10 +51,10 @@ class LoopbackError(Exception):
 # ---------------------------------------------------------------------------
 
 def helper_digest(files):
-    """sha256 of the helper's source files ([(name, bytes)], in the order given) and its build
-    flags: what the stamp records."""
+    """sha256 of the helper's source files ([(name, bytes)], taken in name order, so that a list
+    and a directory of the same files agree) and its build flags: what the stamp records."""
     digest = hashlib.sha256()
-    for name, content in files:
+    for name, content in sorted(files):
         digest.update(name.encode("utf-8") + b"\0" + content + b"\0")
     digest.update(" ".join(COMPILE_FLAGS + LINK_FLAGS).encode("utf-8"))
     return digest.hexdigest()

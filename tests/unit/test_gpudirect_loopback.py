@@ -491,6 +491,21 @@ def test_the_role_ships_every_source_file_and_only_those():
         ["cc"] + lh.COMPILE_FLAGS + ["-o", "/o/h", "/s/b.c", "/s/c.c"] + lh.LINK_FLAGS]
 
 
+def test_a_source_directory_is_its_c_and_h_files(env, own_source, monkeypatch, run_module):
+    """Ad hoc (ansible -m gpudirect_loopback -a source=/var/lib/gpudirect/loopback/src): the same files,
+    the same stamp as the role's list; other files in the directory are not part of the helper."""
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch)
+    listed = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"],
+                                             "source": env["source"]})
+    (own_source.parent / "README.txt").write_text("not C\n")
+    whole = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"],
+                                            "source": [str(own_source.parent)]})
+    assert whole["helper_sha256"] == listed["helper_sha256"] and whole["changed"] is False
+    assert sorted(node.builds()[0][node.builds()[0].index("-o") + 2:-2]) == sorted(
+        p for p in env["source"] if p.endswith(".c"))
+
+
 def test_every_source_file_stays_readable_in_one_sitting():
     for path in HELPER_SOURCES:
         with open(path) as handle:
