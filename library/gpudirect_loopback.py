@@ -454,19 +454,19 @@ command:
 """
 
 import os
-import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_loopback_build import (
+    C_LOCALE, build, build_command, helper_digest, helper_is_current, helper_paths, read_sources, source_paths)
 from ansible.module_utils.gpudirect_loopback_helper import (
-    GPU_MODES, LoopbackError, build_command, build_failure_hint, check_mode_supported, diagnose, facts_summary,
-    gid_addresses, gid_for_address, gid_table, helper_digest, helper_is_current, helper_paths, live_pci_link,
-    parse_helper_output,
-    path_warnings, pcie_gbps, pick_gid_index, resolve_mode, resolve_peer, route_source, scan_gpus, scan_port,
-    scan_rdma_devices, select_devices, unwrap_facts)
+    GPU_MODES, LoopbackError, check_mode_supported, diagnose, facts_summary, gid_addresses, gid_for_address,
+    gid_table, live_pci_link, parse_helper_output,
+    path_warnings, pcie_gbps, pick_gid_index, resolve_mode, resolve_peer, route_source, scan_gpus, select_devices,
+    unwrap_facts)
+from ansible.module_utils.gpudirect_rdma_sysfs import scan_port, scan_rdma_devices
 
 ROOT = "/"   # sysfs/procfs root; unit tests point it at a fabricated tree
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 MAX_SIZE = 1 << 31
 
 
@@ -675,63 +675,6 @@ class Loopback(object):
             cmd.append("--corrupt")
         return cmd
 
-    def source_paths(self):
-        """The source files: the paths given, a directory as the .c and .h files in it (sorted)."""
-        paths = []
-        for path in self.p["source"]:
-            if os.path.isdir(path):
-                paths += [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith((".c", ".h"))]
-            else:
-                paths.append(path)
-        return paths
-
-    def read_source(self, paths):
-        """[(name, bytes)] of the helper's source files; None in check mode when one is not on the
-        node yet (the role's copy task, which would put it there, shows that change)."""
-        files = []
-        for path in paths:
-            try:
-                with open(path, "rb") as handle:
-                    files.append((os.path.basename(path), handle.read()))
-            except (IOError, OSError) as exc:
-                if self.module.check_mode and not os.path.exists(path):
-                    return None
-                self.fail("bad_input", "cannot read the helper source %s (%s): ship roles/gpudirect_verify/files/ "
-                          "there (include_role gpudirect_verify tasks_from=helper does, and sets "
-                          "gpudirect_verify_helper_source) or point source at it." % (path, exc))
-        return files
-
-    def build(self, sources, binary, stamp, digest):
-        cc = self.module.get_bin_path("cc") or self.module.get_bin_path("gcc")
-        if not cc:
-            self.fail("helper_build_failed", "No C compiler (cc/gcc) on the node.")
-        directory = os.path.dirname(binary)
-        try:
-            if not os.path.isdir(directory):
-                os.makedirs(directory, 0o755)
-            fd, tmp = tempfile.mkstemp(prefix=".build-", dir=directory)
-            os.close(fd)
-        except (IOError, OSError) as exc:
-            self.fail("helper_build_failed", "Cannot write %s: %s (run with become, or set helper_dir to a "
-                      "writable directory)." % (directory, exc))
-        cmd = build_command(cc, sources, tmp)
-        rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
-        if rc != 0:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            self.fail("helper_build_failed", "%s exited %d: %s." % (" ".join(cmd), rc, build_failure_hint(err)),
-                      rc=rc, stdout=out, stderr=err, command=cmd)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, binary)
-        # the stamp last: a build cut short leaves an old or no stamp, so the next run builds again
-        with open(stamp + ".tmp", "w") as handle:
-            handle.write(digest + "\n")
-        os.rename(stamp + ".tmp", stamp)
-        self.result["helper_built"] = True
-        self.result["changed"] = True
-
     def run(self):
         self.validate()
         try:
@@ -745,8 +688,11 @@ class Loopback(object):
         except LoopbackError as exc:
             self.fail(exc.code, exc.message, **exc.extra)
         binary, stamp = helper_paths(self.p["helper_dir"])
-        sources = self.source_paths()
-        files = self.read_source(sources)
+        sources = source_paths(self.p["source"])
+        try:
+            files = read_sources(sources, self.module.check_mode)
+        except LoopbackError as exc:
+            self.fail(exc.code, exc.message, **exc.extra)
         digest = helper_digest(files) if files is not None else None
         self.result.update(helper_path=binary, helper_sha256=digest)
         current = digest is not None and helper_is_current(binary, stamp, digest)
@@ -756,7 +702,11 @@ class Loopback(object):
             self.result.update(changed=not current, would_run=would + [cmd])
             self.module.exit_json(**self.result)
         if not current:
-            self.build(sources, binary, stamp, digest)
+            try:
+                build(self.module, sources, binary, stamp, digest)
+            except LoopbackError as exc:
+                self.fail(exc.code, exc.message, **exc.extra)
+            self.result.update(helper_built=True, changed=True)
         rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
         self.result["command"] = cmd
         try:
@@ -803,7 +753,6 @@ class Loopback(object):
             r["ratio_pcie"] = round(bw / r["pcie_gbps"], 4)
         if bw and r.get("staged_bandwidth_gbps"):
             r["speedup"] = round(bw / r["staged_bandwidth_gbps"], 3)
-
 
     def absorb_pair(self, helper):
         r = self.result

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
-"""Logic of the ``gpudirect_loopback`` module that needs no node: the helper's build
-stamp, device selection from ``ansible_facts.gpudirect``, RoCE GID choice, helper
-output parsing and the failure diagnoses.
+"""Logic of the ``gpudirect_loopback`` module that needs no node: device selection
+from ``ansible_facts.gpudirect``, RoCE GID choice, helper output parsing and the
+failure diagnoses (the helper's build: gpudirect_loopback_build.py).
 
 The helper is a C program, ``roles/gpudirect_verify/files/`` (``gpudirect_loopback.h``
 says which file holds what), which the gpudirect_verify role ships to the node and
@@ -17,7 +17,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
 import json
 import os
 import re
@@ -25,12 +24,8 @@ import socket
 
 from ansible.module_utils.gpudirect_pci import (normalize_pci_address, parse_link_speed, parse_link_width,
                                                 pci_address_key, read_text, root_path)
-from ansible.module_utils.gpudirect_rdma_sysfs import scan_port, scan_rdma_devices  # noqa: F401 (the module's)
 from ansible.module_utils.gpudirect_topology import CROSSES, GOOD, distance_rank
 
-HELPER_NAME = "gpudirect_loopback_helper"
-COMPILE_FLAGS = ["-O2", "-std=gnu99", "-Wall"]
-LINK_FLAGS = ["-libverbs", "-ldl"]
 MODES = ("auto", "host", "cuda_peermem", "cuda_dmabuf")
 GPU_MODES = ("cuda_peermem", "cuda_dmabuf")
 UNKNOWN_DISTANCE_RANK = 9
@@ -44,50 +39,6 @@ class LoopbackError(Exception):
         self.code = code
         self.message = message
         self.extra = extra
-
-
-# ---------------------------------------------------------------------------
-# the helper binary: built from the shipped source when its stamp differs
-# ---------------------------------------------------------------------------
-
-def helper_digest(files):
-    """sha256 of the helper's source files ([(name, bytes)], taken in name order, so that a list
-    and a directory of the same files agree) and its build flags: what the stamp records."""
-    digest = hashlib.sha256()
-    for name, content in sorted(files):
-        digest.update(name.encode("utf-8") + b"\0" + content + b"\0")
-    digest.update(" ".join(COMPILE_FLAGS + LINK_FLAGS).encode("utf-8"))
-    return digest.hexdigest()
-
-
-def helper_paths(helper_dir):
-    """(binary, stamp) of the helper in ``helper_dir``."""
-    binary = os.path.join(helper_dir, HELPER_NAME)
-    return binary, binary + ".sha256"
-
-
-def helper_is_current(binary, stamp, digest):
-    """Whether ``binary`` is an executable built from the source whose digest is ``digest``."""
-    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        return False
-    return (read_text(stamp) or "").split(" ")[0] == digest
-
-
-def build_command(cc, sources, output_path):
-    """The compiler's argument list: the .c files of ``sources`` (headers are found next to them)."""
-    return [cc] + COMPILE_FLAGS + ["-o", output_path] + [p for p in sources if p.endswith(".c")] + LINK_FLAGS
-
-
-def build_failure_hint(stderr):
-    """What to install when the helper does not compile."""
-    text = stderr or ""
-    if "infiniband/verbs.h" in text or "-libverbs" in text or "cannot find -libverbs" in text:
-        return ("the libibverbs development files are missing: install libibverbs-dev (Debian/Ubuntu) or "
-                "rdma-core-devel (RHEL family); with MLNX_OFED/DOCA-OFED they come with the "
-                "libibverbs-dev / rdma-core-devel package of that stack")
-    if "stdio.h" in text or "stdlib.h" in text:
-        return "the C library headers are missing: install libc6-dev / build-essential (Debian) or glibc-devel (RHEL)"
-    return "the compiler output above says what failed"
 
 
 # ---------------------------------------------------------------------------

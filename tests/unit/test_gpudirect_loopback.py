@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ansible.module_utils import basic
+from ansible.module_utils import gpudirect_loopback_build as lb
 from ansible.module_utils import gpudirect_loopback_helper as lh
 
 import gpudirect_facts
@@ -423,7 +424,7 @@ def test_build_once_then_cached_and_command_line(env, monkeypatch, run_module):
     first = run_module(gpudirect_loopback, args)
     assert first.get("failed") is not True, first
     assert first["changed"] is True and first["helper_built"] is True
-    digest = lh.helper_digest([(os.path.basename(p), open(p, "rb").read()) for p in env["source"]])
+    digest = lb.helper_digest([(os.path.basename(p), open(p, "rb").read()) for p in env["source"]])
     assert first["helper_path"] == os.path.join(env["helper_dir"], "gpudirect_loopback_helper")
     assert first["helper_sha256"] == digest
     with open(first["helper_path"] + ".sha256") as handle:
@@ -464,7 +465,7 @@ def test_changed_source_rebuilds_and_check_mode_says_so(env, own_source, monkeyp
     assert check["changed"] is True and "-libverbs" in check["would_run"][0] and len(node.builds()) == 1
     again = run_module(gpudirect_loopback, args)
     assert again["changed"] is True and again["helper_built"] is True and len(node.builds()) == 2
-    assert again["helper_sha256"] == lh.helper_digest([(os.path.basename(p), open(p, "rb").read())
+    assert again["helper_sha256"] == lb.helper_digest([(os.path.basename(p), open(p, "rb").read())
                                                        for p in env["source"]])
     settled = run_module(gpudirect_loopback, args)
     assert settled["changed"] is False and len(node.builds()) == 2
@@ -487,8 +488,8 @@ def test_a_stamp_that_does_not_match_rebuilds(env, monkeypatch, run_module):
 def test_the_role_ships_every_source_file_and_only_those():
     """A file added to files/ and not to the list would be missing on the node (and the reverse)."""
     assert sorted(HELPER_FILES) == sorted(os.listdir(os.path.join(ROLE, "files")))
-    assert [lh.build_command("cc", ["/s/a.h", "/s/b.c", "/s/c.c"], "/o/h")] == [
-        ["cc"] + lh.COMPILE_FLAGS + ["-o", "/o/h", "/s/b.c", "/s/c.c"] + lh.LINK_FLAGS]
+    assert [lb.build_command("cc", ["/s/a.h", "/s/b.c", "/s/c.c"], "/o/h")] == [
+        ["cc"] + lb.COMPILE_FLAGS + ["-o", "/o/h", "/s/b.c", "/s/c.c"] + lb.LINK_FLAGS]
 
 
 def test_a_source_directory_is_its_c_and_h_files(env, own_source, monkeypatch, run_module):
@@ -892,8 +893,8 @@ def fake_verbs(tmp_path_factory):
     subprocess.run(["cc", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-I" + VERBS_INCLUDE,
                     "-o", str(lib / "libibverbs.so"), FAKE_VERBS_SRC], check=True)
     helper = base / "helper"
-    subprocess.run(["cc"] + lh.COMPILE_FLAGS + ["-I" + VERBS_INCLUDE, "-L" + str(lib), "-o", str(helper),
-                                                ] + HELPER_C_FILES + lh.LINK_FLAGS, check=True)
+    subprocess.run(["cc"] + lb.COMPILE_FLAGS + ["-I" + VERBS_INCLUDE, "-L" + str(lib), "-o", str(helper),
+                                                ] + HELPER_C_FILES + lb.LINK_FLAGS, check=True)
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib), LIBRARY_PATH=str(lib), LANG="C", LC_ALL="C")
     return {"helper": str(helper), "lib": str(lib), "env": env, "base": base}
 

@@ -7,7 +7,6 @@ port is the one of the VM the molecule rdma scenario runs on (tests/unit/test_gp
 rxe_sysfs, values read there).
 """
 
-from ansible.module_utils import gpudirect_loopback_helper as lh
 from ansible.module_utils import gpudirect_rdma_sysfs as rdma
 
 import gpudirect_facts
@@ -62,8 +61,8 @@ def test_no_infiniband_class_and_missing_port(tmp_path):
 def test_facts_and_loopback_use_this_scan(tmp_path, monkeypatch):
     """One implementation: the facts' rdma_devices are the scan plus the PCI function's NUMA node
     and link, and the loopback reads the same scan when it has no facts."""
-    assert lh.scan_rdma_devices is rdma.scan_rdma_devices and lh.scan_port is rdma.scan_port
     assert gpudirect_loopback.scan_rdma_devices is rdma.scan_rdma_devices
+    assert gpudirect_loopback.scan_port is rdma.scan_port
     assert gpudirect_facts.parse_rate is rdma.parse_rate
     tree = sysfs_tree.gpu_server(tmp_path)
     facts = gpudirect_facts.gather_facts(tree.root)
