@@ -46,7 +46,7 @@ trap 'rm -rf "$tmp"' EXIT
 mods=() perfs=()
 run_module() {
   "$ANSIBLE" "$HOSTS" -b "$@" -m gpudirect_loopback \
-    -a "mode=$MODE rdma_device=$DEVICE size=$SIZE iterations=$ITERS" >"$tmp/module.json" || {
+    -a "mode=$MODE rdma_device=$DEVICE size=$SIZE iterations=$ITERS source=/var/lib/gpudirect/loopback/src" >"$tmp/module.json" || {
       cat "$tmp/module.json"; exit 1; }
   module_bw=$(json_field "$tmp/module.json" bandwidth_gbps)
   gid=$(json_field "$tmp/module.json" gid_index)

@@ -4,7 +4,8 @@ Filters
 -------
 ``nvidia_topo_matrix``
     Parse the text of ``nvidia-smi topo -m`` into the device list, the distance
-    matrix, the CPU/NUMA affinity columns and the NIC legend.
+    matrix, the CPU/NUMA affinity columns and the NIC legend. gpudirect_verify
+    cross-checks the distances from sysfs with it (``gpudirect_verify_topo_notes``).
 ``gpudirect_distance_verdict``
     Map one distance class of that matrix (``PIX``, ``SYS``, ``NV18`` ...) to
     ``good`` / ``warn`` / ``bad`` for GPUDirect RDMA.
@@ -61,9 +62,9 @@ _NIC_LEGEND_ENTRY = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*")
 _NOT_AVAILABLE = "N/A"
 
 
-_GOOD_CLASSES = frozenset({"PIX", "PXB"})
-_WARN_CLASSES = frozenset({"PHB"})
-_BAD_CLASSES = frozenset({"NODE", "SYS", "SOC"})
+_topology = _load_module_util("gpudirect_topology")
+# SOC: the name older drivers printed for SYS
+_OLD_NAMES = {"SOC": "SYS"}
 _NVLINK_CLASS = re.compile(r"NV\d+")
 
 
@@ -401,13 +402,12 @@ def gpudirect_distance_verdict(cls):
             f"gpudirect_distance_verdict: expected a class string, got {cls!r}"
         )
     normalized = cls.strip().upper()
-    if normalized in _GOOD_CLASSES or _NVLINK_CLASS.fullmatch(normalized):
+    normalized = _OLD_NAMES.get(normalized, normalized)
+    if _NVLINK_CLASS.fullmatch(normalized):
         return "good"
-    if normalized in _WARN_CLASSES:
-        return "warn"
-    if normalized in _BAD_CLASSES:
-        return "bad"
-    if normalized == "X":
+    if normalized in _topology.DISTANCE_ORDER:
+        return _topology.distance_verdict(normalized)
+    if normalized == _topology.SELF:
         raise AnsibleFilterError(
             "gpudirect_distance_verdict: 'X' marks a device against itself, not a path"
         )

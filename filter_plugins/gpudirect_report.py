@@ -35,14 +35,14 @@ def _load_module_util(name):
 gpudirect_distance_verdict = _load_sibling("gpudirect").gpudirect_distance_verdict
 _limits = _load_module_util("gpudirect_limits")
 
-DISTANCE_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+_topology = _load_module_util("gpudirect_topology")
 
 
 def _distance_rank(distance):
-    if distance not in DISTANCE_ORDER:
+    if distance not in _topology.DISTANCE_ORDER:
         raise AnsibleFilterError("unknown GPU/NIC distance class %r; expected one of %s"
-                                 % (distance, ", ".join(DISTANCE_ORDER)))
-    return DISTANCE_ORDER.index(distance)
+                                 % (distance, ", ".join(_topology.DISTANCE_ORDER)))
+    return _topology.distance_rank(distance)
 
 
 def gpudirect_best_pair(facts):

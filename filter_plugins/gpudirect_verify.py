@@ -41,6 +41,20 @@ def _load_module_util(name):
 
 
 _coverage = _load_module_util("gpudirect_coverage")
+_packages = _load_module_util("gpudirect_loopback_packages")
+_topology = _load_module_util("gpudirect_topology")
+
+
+def _load_sibling(name):
+    """Another filter file of this folder (Ansible loads each by path, not as a package)."""
+    spec = importlib.util.spec_from_file_location("_gpudirect_verify_filters_" + name,
+                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_topo_filters = _load_sibling("gpudirect")
 
 PASSED, FAILED, NOT_PROVEN, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN = (
     "passed", "failed", "not_proven", "skipped", "would_run", "would_fail", "not_run")
@@ -270,6 +284,34 @@ def gpudirect_verify_pairs(facts, coverage="nearest", gpu="", rdma_device="", mo
         raise AnsibleFilterError(str(exc))
 
 
+def gpudirect_verify_missing_packages(query_output, wanted, manager):
+    """The build packages of ``wanted`` that the package query (``dpkg`` or ``rpm``, see
+    ``module_utils/gpudirect_loopback_packages.py``) does not list as installed."""
+    try:
+        return _packages.missing_packages(query_output, wanted, manager)
+    except _packages.PackageQueryError as exc:
+        raise AnsibleFilterError("gpudirect_verify_missing_packages: %s" % exc)
+
+
+def gpudirect_verify_topo_notes(topo_result, facts, pairs):
+    """Notes where ``nvidia-smi topo -m`` (``topo_result``: the registered command result, or
+    None when it did not run) disagrees with the distance from sysfs of a tested pair
+    (``module_utils/gpudirect_topology.py`` cross_check); a note, too, when the command ran and
+    failed or printed what the parser cannot read. Never fails the host: the verdict stays the
+    loopback's."""
+    if not isinstance(topo_result, dict) or topo_result.get("skipped") or "rc" not in topo_result:
+        return []
+    if topo_result["rc"] != 0:
+        return ["nvidia-smi topo -m exited %s (%s): the distances from sysfs were not cross-checked"
+                % (topo_result["rc"], (topo_result.get("stderr") or topo_result.get("stdout") or "").strip()[:200])]
+    try:
+        topo = _topo_filters.nvidia_topo_matrix(topo_result.get("stdout") or "")
+    except AnsibleFilterError as exc:
+        return ["nvidia-smi topo -m printed what the parser cannot read (%s): the distances from sysfs were not "
+                "cross-checked" % exc]
+    return _topology.cross_check(topo, (facts or {}).get("gpus") or [], pairs or [])
+
+
 def _num(value, fmt):
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return "-"
@@ -431,4 +473,6 @@ class FilterModule(object):
             "gpudirect_verify_report_md": gpudirect_verify_report_md,
             "gpudirect_verify_fleet_table": gpudirect_verify_fleet_table,
             "gpudirect_verify_pairs": gpudirect_verify_pairs,
+            "gpudirect_verify_missing_packages": gpudirect_verify_missing_packages,
+            "gpudirect_verify_topo_notes": gpudirect_verify_topo_notes,
         }

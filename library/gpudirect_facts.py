@@ -630,31 +630,12 @@ ansible_facts:
 """
 
 import os
-import re
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_facts_collector import FactsCollector
 from ansible.module_utils.gpudirect_kernel import default_boot_kernel
-from ansible.module_utils.gpudirect_pci import link_basename, pci_address_of, read_text
-
-
-def parse_sysfs_state(text):
-    """``"4: ACTIVE"`` -> ``(4, "ACTIVE")``; ``"ACTIVE"`` -> ``(None, "ACTIVE")``."""
-    if text is None:
-        return None, None
-    match = re.match(r"^\s*(\d+)\s*:\s*(.*?)\s*$", text)
-    if match:
-        return int(match.group(1)), match.group(2)
-    return None, text.strip() or None
-
-
-def parse_rate(text):
-    """``"100 Gb/sec (4X EDR)"`` -> 100.0, ``"2.5 Gb/sec (1X SDR)"`` -> 2.5."""
-    if not text:
-        return None
-    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec", text)
-    return float(match.group(1)) if match else None
+from ansible.module_utils.gpudirect_rdma_sysfs import parse_rate, parse_sysfs_state, scan_rdma_devices  # noqa: F401
 
 
 class Collector(FactsCollector):
@@ -667,85 +648,14 @@ class Collector(FactsCollector):
 
     # RDMA ----------------------------------------------------------------
     def rdma_devices(self):
-        base = self.path("sys/class/infiniband")
-        try:
-            names = sorted(os.listdir(base))
-        except (IOError, OSError):
-            return []
-        devices = []
-        for name in names:
-            try:
-                devices.append(self.rdma_device(name, os.path.join(base, name)))
-            except Exception as exc:
-                self.warn("rdma %s: skipped (%s: %s)" % (name, type(exc).__name__, exc))
-        return devices
-
-    def rdma_device(self, name, devdir):
-        node_type = parse_sysfs_state(read_text(os.path.join(devdir, "node_type")))[1]
-        device_link = os.path.join(devdir, "device")
-        parent = read_text(os.path.join(devdir, "parent"))
-        netdevs = []
-        if os.path.lexists(device_link):
-            kind = "hca"
-            address = pci_address_of(self.root, device_link)
-            driver = link_basename(os.path.join(device_link, "driver"))
-            try:
-                netdevs = sorted(os.listdir(os.path.join(device_link, "net")))
-            except (IOError, OSError):
-                netdevs = []
-            parent = None
-        elif parent:
-            if node_type == "RNIC" or name.startswith("siw"):
-                kind, driver = "soft-iwarp", "siw"
-            else:
-                kind, driver = "soft-roce", "rdma_rxe"
-            address = pci_address_of(self.root, self.path("sys/class/net", parent, "device"))
-            netdevs = [parent]
-            if address is None:
-                self.warn("rdma %s: parent netdev %s has no PCI device; no GPU pair for it" % (name, parent))
-        else:
-            kind, driver, address = "unknown", None, None
-            self.warn("rdma %s: neither a device link nor a parent netdev" % name)
-
-        ports = {}
-        ports_dir = os.path.join(devdir, "ports")
-        try:
-            port_names = sorted(os.listdir(ports_dir), key=lambda p: int(p) if p.isdigit() else 0)
-        except (IOError, OSError):
-            port_names = []
-        for num in port_names:
-            pdir = os.path.join(ports_dir, num)
-            state_num, state = parse_sysfs_state(read_text(os.path.join(pdir, "state")))
-            _pnum, phys = parse_sysfs_state(read_text(os.path.join(pdir, "phys_state")))
-            rate = read_text(os.path.join(pdir, "rate"))
-            ndev = read_text(os.path.join(pdir, "gid_attrs", "ndevs", "0")) or None
-            if ndev and ndev not in netdevs:
-                netdevs.append(ndev)
-            ports[str(num)] = {
-                "state": state,
-                "state_num": state_num,
-                "phys_state": phys,
-                "link_layer": read_text(os.path.join(pdir, "link_layer")),
-                "rate": rate,
-                "rate_gbps": parse_rate(rate),
-                "netdev": ndev,
-            }
-        fn = self.function(address)
-        return {
-            "name": name,
-            "kind": kind,
-            "driver": driver,
-            "pci_address": address,
-            "numa_node": fn.numa_node if fn is not None else -1,
-            "parent_netdev": parent,
-            "node_type": node_type,
-            "node_guid": read_text(os.path.join(devdir, "node_guid")),
-            "fw_ver": read_text(os.path.join(devdir, "fw_ver")) or None,
+        """module_utils/gpudirect_rdma_sysfs.py scans; the NUMA node and PCIe link come from the PCI function."""
+        devices = scan_rdma_devices(self.root, self.warn)
+        for device in devices:
+            fn = self.function(device["pci_address"])
+            device["numa_node"] = fn.numa_node if fn is not None else -1
             # the PCIe link of the NIC's function, for the degraded-link finding (null: no PCI function)
-            "link": fn.to_dict()["link"] if fn is not None else None,
-            "netdevs": netdevs,
-            "ports": ports,
-        }
+            device["link"] = fn.to_dict()["link"] if fn is not None else None
+        return devices
 
 
 def gather_facts(root="/", runner=None, nvidia_smi=True, kernel_log=True, live=None):

@@ -20,10 +20,12 @@ description:
   - Then measures the bandwidth of I(iterations) writes of I(size) bytes, as Gbit/s and as a
     fraction of the port rate and of the PCIe links of NIC and GPU; in a GPU mode also the staged
     path (RDMA WRITE into host memory, then C(cuMemcpyHtoD)) and the GPUDirect speedup.
-  - The work is done by a small C helper embedded in the module, compiled on the node with the
-    distribution's C compiler and libibverbs headers the first time (cached under
-    I(helper_dir)/<sha256 of the source>/), linked with C(-libverbs). C(libcuda.so.1) is opened
-    at run time, so no CUDA toolkit is needed on the node.
+  - The work is done by a small C helper, C(roles/gpudirect_verify/files/*.c, *.h), which the
+    gpudirect_verify role ships to the node (I(source)). The module compiles it there with the
+    distribution's C compiler and libibverbs headers into I(helper_dir), linked with
+    C(-libverbs), and writes the sha256 of the source files and build flags next to the binary;
+    it builds again only when that stamp differs from the files it is given. C(libcuda.so.1) is
+    opened at run time, so no CUDA toolkit is needed on the node.
   - Devices are chosen by name or PCI address, or by topology from I(facts) (the closest GPU/NIC
     pair, PIX < PXB < PHB < NODE < SYS); never by a bare index.
   - On failure the result carries C(diagnosis) (code, message, fix, related path warnings) and
@@ -110,8 +112,23 @@ options:
   min_ratio_port:
     description: Fail with C(bandwidth_below_minimum) when bandwidth / port rate is below this fraction.
     type: float
+  source:
+    description:
+      - Paths on the node of the helper's source files; the C(.c) files are compiled together, the
+        C(.h) files are found next to them. The gpudirect_verify role ships them and sets the fact
+        C(gpudirect_verify_helper_source) to this list (C(include_role tasks_from=helper) alone
+        does only that).
+      - A directory stands for the C(.c) and C(.h) files in it (for ad-hoc calls on a node the
+        role has run on, C(source=/var/lib/gpudirect/loopback/src)).
+      - Their sha256 (names, contents, build flags) decides whether the helper in I(helper_dir) is
+        rebuilt.
+    type: list
+    elements: path
+    required: true
   helper_dir:
-    description: Where the compiled helper is cached (one subdirectory per source hash). Needs root.
+    description:
+      - Where the compiled helper C(gpudirect_loopback_helper) and its stamp
+        C(gpudirect_loopback_helper.sha256) are kept. Needs root for the default.
     type: path
     default: /var/lib/gpudirect/loopback
   selftest_gpu_only:
@@ -166,7 +183,9 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Chooses devices and reports the commands it would run (C(would_run)); builds and moves nothing.
+    description:
+      - Chooses devices and reports the commands it would run (C(would_run)), with the build first
+        when the stamp differs from I(source) (then C(changed)); builds and moves nothing.
   diff_mode:
     support: none
     description: Nothing on the node is configured.
@@ -175,7 +194,8 @@ attributes:
 notes:
   - Run with C(become) - the helper cache is under C(/var/lib) and registering memory needs a
     sufficient memlock limit (root has CAP_IPC_LOCK).
-  - C(changed) is true only when the helper had to be built.
+  - C(changed) is true only when the helper had to be built (no binary, or its stamp is not the
+    sha256 of I(source) and the build flags).
   - Soft-RoCE (rdma_rxe) is CPU-bound; its port rate is nominal, so C(ratio_port) means little there.
   - Pair mode - both sides need the same I(size), I(pair_port) and module version (C(pair_mismatch)
     otherwise). The helper build happens before the exchange, so a first run on a fresh host
@@ -187,14 +207,23 @@ requirements:
 """
 
 EXAMPLES = r"""
+# The C source goes to the node first: the role's tasks_from=helper ships it (and the
+# compiler and headers it needs) and sets gpudirect_verify_helper_source to its paths.
+- name: Ship the helper source
+  ansible.builtin.include_role:
+    name: gpudirect_verify
+    tasks_from: helper
+
 - name: Prove GPUDirect RDMA on the closest GPU/NIC pair, in the mode the node supports
   gpudirect_loopback:
+    source: "{{ gpudirect_verify_helper_source }}"
     facts: "{{ ansible_facts.gpudirect }}"
   become: true
   register: loopback
 
 - name: dma-buf path on a named pair, 4 MiB writes
   gpudirect_loopback:
+    source: "{{ gpudirect_verify_helper_source }}"
     mode: cuda_dmabuf
     rdma_device: mlx5_0
     gpu: "0000:1b:00.0"
@@ -204,6 +233,7 @@ EXAMPLES = r"""
 
 - name: Soft-RoCE host-memory loopback on a test VM
   gpudirect_loopback:
+    source: "{{ gpudirect_verify_helper_source }}"
     mode: host
     rdma_device: rxe0
     size: 65536
@@ -211,6 +241,7 @@ EXAMPLES = r"""
 
 - name: CUDA half only, on a GPU node without NIC
   gpudirect_loopback:
+    source: "{{ gpudirect_verify_helper_source }}"
     selftest_gpu_only: true
     facts: "{{ ansible_facts.gpudirect }}"
   become: true
@@ -220,6 +251,7 @@ EXAMPLES = r"""
 # rdma_address is an inventory variable: each host's address on the RDMA network.
 - name: RDMA WRITE from node-b into node-a over the fabric, compare on node-a
   gpudirect_loopback:
+    source: "{{ gpudirect_verify_helper_source }}"
     facts: "{{ ansible_facts.gpudirect }}"
     mode: cuda_dmabuf
     listen: "{{ inventory_hostname == 'node-a' }}"
@@ -231,6 +263,7 @@ EXAMPLES = r"""
 # the server in the background, the client, then the server's result.
 - name: Start the pair server on node-a
   gpudirect_loopback:
+    source: "{{ gpudirect_verify_helper_source }}"
     mode: host
     rdma_device: mlx5_0
     listen: true
@@ -243,6 +276,7 @@ EXAMPLES = r"""
 
 - name: Write from node-b into node-a's buffer, measure the bandwidth
   gpudirect_loopback:
+    source: "{{ gpudirect_verify_helper_source }}"
     mode: host
     peer: "{{ hostvars['node-a'].rdma_address }}"
   become: true
@@ -362,6 +396,11 @@ helper_built:
   description: Whether the helper was compiled in this run.
   returned: always
   type: bool
+helper_sha256:
+  description: sha256 of I(source) and the build flags, as the stamp next to the helper records it; null in
+    check mode when I(source) is not on the node yet.
+  returned: always
+  type: str
 would_run:
   description: In check mode, the commands (argument lists) that would run.
   returned: in check mode
@@ -415,18 +454,19 @@ command:
 """
 
 import os
-import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_loopback_build import (
+    C_LOCALE, build, build_command, helper_digest, helper_is_current, helper_paths, read_sources, source_paths)
 from ansible.module_utils.gpudirect_loopback_helper import (
-    GPU_MODES, HELPER_SOURCE, LoopbackError, build_command, build_failure_hint, check_mode_supported, diagnose,
-    facts_summary, gid_addresses, gid_for_address, gid_table, helper_paths, live_pci_link, parse_helper_output,
-    path_warnings, pcie_gbps, pick_gid_index, resolve_mode, resolve_peer, route_source, scan_gpus, scan_port,
-    scan_rdma_devices, select_devices, unwrap_facts)
+    GPU_MODES, LoopbackError, check_mode_supported, diagnose, facts_summary, gid_addresses, gid_for_address,
+    gid_table, live_pci_link, parse_helper_output,
+    path_warnings, pcie_gbps, pick_gid_index, resolve_mode, resolve_peer, route_source, scan_gpus, select_devices,
+    unwrap_facts)
+from ansible.module_utils.gpudirect_rdma_sysfs import scan_port, scan_rdma_devices
 
 ROOT = "/"   # sysfs/procfs root; unit tests point it at a fabricated tree
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 MAX_SIZE = 1 << 31
 
 
@@ -440,7 +480,7 @@ class Loopback(object):
             "port": self.p["port"], "gid_index": None, "gpu": None, "selection": {}, "port_rate_gbps": None,
             "ratio_port": None, "pcie_gbps": None, "ratio_pcie": None, "bandwidth_gbps": None,
             "staged_bandwidth_gbps": None, "speedup": None, "diagnosis": None, "path_warnings": [],
-            "helper_path": None, "helper_built": False,
+            "helper_path": None, "helper_built": False, "helper_sha256": None,
             "pair_role": "server" if self.p["listen"] else "client" if self.p["peer"] else None,
         }
         if self.result["pair_role"]:
@@ -474,6 +514,9 @@ class Loopback(object):
                 self.fail("bad_input", "%s must be >= 1, got %d." % (name, p[name]))
         if p["selftest_gpu_only"] and p["rdma_device"]:
             self.fail("bad_input", "selftest_gpu_only uses no RDMA device: leave rdma_device out.")
+        if not any(path.endswith(".c") or os.path.isdir(path) for path in p["source"]):
+            self.fail("bad_input", "source lists no .c file (%s): pass gpudirect_verify_helper_source, the paths the "
+                      "role's tasks_from=helper ships." % (", ".join(p["source"]) or "empty"))
         if p["listen"] and p["peer"]:
             self.fail("bad_input", "listen (the server side) and peer (the client side) exclude each other: give the "
                       "server listen: true and the client peer: <server address>.")
@@ -632,34 +675,6 @@ class Loopback(object):
             cmd.append("--corrupt")
         return cmd
 
-    def build(self, directory, source_path, binary):
-        cc = self.module.get_bin_path("cc") or self.module.get_bin_path("gcc")
-        if not cc:
-            self.fail("helper_build_failed", "No C compiler (cc/gcc) on the node.")
-        try:
-            if not os.path.isdir(directory):
-                os.makedirs(directory, 0o755)
-            with open(source_path, "w") as handle:
-                handle.write(HELPER_SOURCE)
-            fd, tmp = tempfile.mkstemp(prefix=".build-", dir=directory)
-            os.close(fd)
-        except (IOError, OSError) as exc:
-            self.fail("helper_build_failed", "Cannot write %s: %s (run with become, or set helper_dir to a "
-                      "writable directory)." % (directory, exc))
-        cmd = build_command(cc, source_path, tmp)
-        rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
-        if rc != 0:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            self.fail("helper_build_failed", "%s exited %d: %s." % (" ".join(cmd), rc, build_failure_hint(err)),
-                      rc=rc, stdout=out, stderr=err, command=cmd)
-        os.chmod(tmp, 0o755)
-        os.rename(tmp, binary)
-        self.result["helper_built"] = True
-        self.result["changed"] = True
-
     def run(self):
         self.validate()
         try:
@@ -672,16 +687,26 @@ class Loopback(object):
                 self.result["pcie_gbps"] = self.pcie(dev, gpu if mode in GPU_MODES else None)
         except LoopbackError as exc:
             self.fail(exc.code, exc.message, **exc.extra)
-        directory, source_path, binary = helper_paths(self.p["helper_dir"])
-        self.result["helper_path"] = binary
-        built = os.path.isfile(binary) and os.access(binary, os.X_OK)
+        binary, stamp = helper_paths(self.p["helper_dir"])
+        sources = source_paths(self.p["source"])
+        try:
+            files = read_sources(sources, self.module.check_mode)
+        except LoopbackError as exc:
+            self.fail(exc.code, exc.message, **exc.extra)
+        digest = helper_digest(files) if files is not None else None
+        self.result.update(helper_path=binary, helper_sha256=digest)
+        current = digest is not None and helper_is_current(binary, stamp, digest)
         cmd = self.helper_command(binary, mode, dev, gpu)
         if self.module.check_mode:
-            would = [] if built else [build_command("cc", source_path, binary)]
-            self.result.update(changed=not built, would_run=would + [cmd])
+            would = [] if current else [build_command("cc", sources, binary)]
+            self.result.update(changed=not current, would_run=would + [cmd])
             self.module.exit_json(**self.result)
-        if not built:
-            self.build(directory, source_path, binary)
+        if not current:
+            try:
+                build(self.module, sources, binary, stamp, digest)
+            except LoopbackError as exc:
+                self.fail(exc.code, exc.message, **exc.extra)
+            self.result.update(helper_built=True, changed=True)
         rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
         self.result["command"] = cmd
         try:
@@ -729,7 +754,6 @@ class Loopback(object):
         if bw and r.get("staged_bandwidth_gbps"):
             r["speedup"] = round(bw / r["staged_bandwidth_gbps"], 3)
 
-
     def absorb_pair(self, helper):
         r = self.result
         for key in ("peer", "local_address", "remote_gid", "peer_mode", "peer_error"):
@@ -757,6 +781,7 @@ def main():
             staged=dict(type="bool", default=True),
             timeout=dict(type="int", default=60),
             min_ratio_port=dict(type="float"),
+            source=dict(type="list", elements="path", required=True),
             helper_dir=dict(type="path", default="/var/lib/gpudirect/loopback"),
             selftest_gpu_only=dict(type="bool", default=False),
             listen=dict(type="bool", default=False),

@@ -12,7 +12,7 @@
 * ``one``: the single closest pair (what the verification did before coverage).
 
 The distance order is the one of ``nvidia-smi topo -m`` as the facts module computes
-it (``gpudirect_pci.DISTANCE_CLASSES``: X < PIX < PXB < PHB < NODE < SYS); a pair
+it (``gpudirect_topology.DISTANCE_CLASSES``: X < PIX < PXB < PHB < NODE < SYS); a pair
 whose distance is not known (a soft-RoCE device on a virtual netdev, facts without
 pairs) ranks after SYS.
 
@@ -32,17 +32,22 @@ import importlib.util
 import os
 
 try:
-    from ansible.module_utils.gpudirect_pci import DISTANCE_CLASSES, normalize_pci_address, pci_address_key
+    from ansible.module_utils.gpudirect_pci import normalize_pci_address, pci_address_key
+    from ansible.module_utils import gpudirect_topology as _topology
 except ImportError:  # loaded by path from a filter plugin on the controller
-    _spec = importlib.util.spec_from_file_location(
-        "_gpudirect_pci_for_coverage", os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpudirect_pci.py"))
-    _pci = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_pci)
-    DISTANCE_CLASSES, normalize_pci_address, pci_address_key = (
-        _pci.DISTANCE_CLASSES, _pci.normalize_pci_address, _pci.pci_address_key)
+    def _sibling(name):
+        spec = importlib.util.spec_from_file_location(
+            "_gpudirect_%s_for_coverage" % name, os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    _pci = _sibling("gpudirect_pci")
+    normalize_pci_address, pci_address_key = _pci.normalize_pci_address, _pci.pci_address_key
+    _topology = _sibling("gpudirect_topology")
 
 COVERAGES = ("nearest", "all", "one")
-UNKNOWN_RANK = len(DISTANCE_CLASSES)
+UNKNOWN_RANK = len(_topology.DISTANCE_CLASSES)
 
 
 class CoverageError(ValueError):
@@ -51,12 +56,10 @@ class CoverageError(ValueError):
 
 def distance_rank(distance):
     """Position of a distance class in the one shared order; unknown (None) ranks last."""
-    if distance is None:
-        return UNKNOWN_RANK
-    if distance not in DISTANCE_CLASSES:
-        raise CoverageError("unknown GPU/NIC distance class %r; expected one of %s"
-                            % (distance, ", ".join(DISTANCE_CLASSES)))
-    return DISTANCE_CLASSES.index(distance)
+    try:
+        return _topology.distance_rank(distance, unknown=UNKNOWN_RANK)
+    except _topology.DistanceError as exc:
+        raise CoverageError(str(exc))
 
 
 def _gpu_key(address):

@@ -68,8 +68,6 @@ PCIE_PORT_TYPES = {
     0xA: "rc_event_collector",
 }
 
-DISTANCE_CLASSES = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
-
 _BDF_RE = re.compile(r"^(?P<domain>[0-9a-fA-F]{4,8}):(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$")
 _HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")
 _SPEED_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")

@@ -11,6 +11,7 @@ import os
 import gpudirect_loopback
 import gpudirect_verify
 from conftest import PROJECT_FIXTURES
+from test_gpudirect_loopback import HELPER_SOURCES
 
 CAPTURE = os.path.join(PROJECT_FIXTURES, "gpu_node", "h100")
 
@@ -53,7 +54,8 @@ def test_no_nic_failure_on_the_node_names_what_it_saw():
 
 
 def test_the_same_facts_give_the_same_no_nic_verdict_here(tmp_path, run_module):
-    res = run_module(gpudirect_loopback, {"mode": "auto", "facts": _facts(), "helper_dir": str(tmp_path / "h")})
+    res = run_module(gpudirect_loopback, {"mode": "auto", "facts": _facts(), "helper_dir": str(tmp_path / "h"),
+                                             "source": HELPER_SOURCES})
     captured = _load("loopback_no_rdma.json")
     assert res["failed"] is True
     assert res["diagnosis"]["code"] == captured["diagnosis"]["code"]

@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 
 import gpudirect_verify as verify  # filter_plugins/gpudirect_verify.py
 from ansible.module_utils import gpudirect_coverage as coverage
-from ansible.module_utils.gpudirect_pci import DISTANCE_CLASSES
+from ansible.module_utils.gpudirect_topology import DISTANCE_CLASSES
 from conftest import PROJECT_FIXTURES, SHARED_FIXTURES
 from gpudirect import nvidia_topo_matrix  # filter_plugins/gpudirect.py
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ansible.module_utils import basic
+from ansible.module_utils import gpudirect_loopback_build as lb
 from ansible.module_utils import gpudirect_loopback_helper as lh
 
 import gpudirect_facts
@@ -23,6 +24,12 @@ import sysfs_tree
 from conftest import PROJECT_FIXTURES
 
 LOOPBACK = os.path.join(PROJECT_FIXTURES, "loopback")
+ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "gpudirect_verify")
+with open(os.path.join(ROLE, "vars", "main.yml")) as _handle:
+    HELPER_FILES = yaml.safe_load(_handle)["__gpudirect_verify_helper_files"]
+# the helper's source files as the role ships them, in the role's order
+HELPER_SOURCES = [os.path.join(ROLE, "files", name) for name in HELPER_FILES]
+HELPER_C_FILES = [p for p in HELPER_SOURCES if p.endswith(".c")]
 H200_FACTS = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "gpudirect_facts.json")
 
 
@@ -111,7 +118,7 @@ def env(tmp_path, monkeypatch):
     root = tmp_path / "root"
     root.mkdir()
     monkeypatch.setattr(gpudirect_loopback, "ROOT", str(root))
-    return {"root": str(root), "helper_dir": str(tmp_path / "cache")}
+    return {"root": str(root), "helper_dir": str(tmp_path / "cache"), "source": list(HELPER_SOURCES)}
 
 
 # ---------------------------------------------------------------------------
@@ -158,14 +165,22 @@ def test_documentation_matches_argument_spec(monkeypatch):
 ])
 def test_bad_input_fails_before_anything_runs(env, monkeypatch, args, fragment, run_module):
     node = Node(monkeypatch)
-    result = run_module(gpudirect_loopback, dict(args, helper_dir=env["helper_dir"], mode="host"))
+    result = run_module(gpudirect_loopback, dict(args, helper_dir=env["helper_dir"], source=env["source"], mode="host"))
     assert result["failed"] is True and result["diagnosis"]["code"] == "bad_input"
     assert fragment in result["msg"]
     assert node.calls == [] and not os.path.exists(env["helper_dir"])
 
 
+@pytest.mark.parametrize("source", [[], ["/var/lib/gpudirect/loopback/src/gpudirect_loopback.h"]])
+def test_a_source_list_without_c_file_fails_before_anything_runs(env, monkeypatch, source, run_module):
+    node = Node(monkeypatch)
+    result = run_module(gpudirect_loopback, {"mode": "host", "helper_dir": env["helper_dir"], "source": source})
+    assert result["diagnosis"]["code"] == "bad_input" and "source lists no .c file" in result["msg"]
+    assert node.calls == [] and not os.path.exists(env["helper_dir"])
+
+
 def test_unknown_mode_rejected_by_argument_spec(env, monkeypatch, run_module):
-    result = run_module(gpudirect_loopback, {"mode": "cuda_magic"})
+    result = run_module(gpudirect_loopback, {"mode": "cuda_magic", "source": env["source"]})
     assert result["failed"] is True and "cuda_magic" in result["msg"]
 
 
@@ -177,7 +192,7 @@ def test_h200_without_nic_cuda_dmabuf_fails_no_rdma_device_with_facts(env, monke
     node = Node(monkeypatch)
     facts = load_facts(H200_FACTS)
     result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts,
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["failed"] is True
     assert result["diagnosis"]["code"] == "no_rdma_device"
     assert "No RDMA device" in result["msg"] and "0000:00:06.0" in result["msg"]
@@ -192,13 +207,13 @@ def test_h200_full_fact_result_is_accepted_too(env, monkeypatch, run_module):
     Node(monkeypatch)
     with open(H200_FACTS) as handle:
         whole = json.load(handle)
-    result = run_module(gpudirect_loopback, {"facts": whole, "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"facts": whole, "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "no_rdma_device"
 
 
 def test_no_facts_and_no_sysfs_devices_lists_what_it_saw(env, monkeypatch, run_module):
     Node(monkeypatch)
-    result = run_module(gpudirect_loopback, {"mode": "host", "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "no_rdma_device"
     assert result["facts_seen"]["source"] == "sysfs" and "no GPU either" in result["msg"]
 
@@ -276,11 +291,11 @@ def test_mode_the_node_cannot_do_fails_early(env, monkeypatch, run_module):
     facts["rdma_devices"] = vm_facts()["rdma_devices"]
     rxe_sysfs(env["root"])
     result = run_module(gpudirect_loopback, {"mode": "cuda_peermem", "facts": facts, "rdma_device": "rxe0",
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "peermem_not_loaded" and "nvidia_peermem=False" in result["msg"]
     facts["dmabuf"] = {"kernel_ok": False, "open_module": True}
     result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "dmabuf_unsupported"
     assert node.calls == []
 
@@ -291,7 +306,7 @@ def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, run_module
     facts["rdma_devices"] = vm_facts()["rdma_devices"]
     rxe_sysfs(env["root"])
     result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
-                                              "size": 143771 * (1 << 20) + 1, "helper_dir": env["helper_dir"]})
+                                              "size": 143771 * (1 << 20) + 1, "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["failed"] is True
     assert result["diagnosis"]["code"] in ("size_exceeds_gpu_memory", "bad_input")
     assert node.calls == []
@@ -300,7 +315,7 @@ def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, run_module
 def test_port_down_from_live_sysfs(env, monkeypatch, run_module):
     node = Node(monkeypatch)
     rxe_sysfs(env["root"], state="1: DOWN")
-    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "port_down" and "is DOWN" in result["msg"]
     assert node.calls == []
 
@@ -365,7 +380,7 @@ def test_helper_error_codes_become_diagnoses(env, monkeypatch, code, stage, errn
     rxe_sysfs(env["root"])
     node = Node(monkeypatch, helper_line(ok=0, error=code, stage=stage, errno=errnum, detail=detail,
                                          bandwidth_gbps=None, mismatches=0))
-    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["failed"] is True
     assert result["diagnosis"]["code"] == code
     assert detail in result["diagnosis"]["message"] and "stage %s" % stage in result["msg"]
@@ -377,7 +392,7 @@ def test_pattern_not_overwritten_reports_first_offset(env, monkeypatch, run_modu
     rxe_sysfs(env["root"])
     Node(monkeypatch, helper_line(ok=0, error="pattern_not_overwritten", stage="compare", mismatches=65536,
                                   old_pattern_bytes=65536, first_mismatch=0, detail="65536 of 65536 bytes differ"))
-    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["mismatches"] == 65536 and result["first_mismatch"] == 0
     assert "still holds the pattern written before" in result["msg"]
 
@@ -392,7 +407,7 @@ def test_real_corrupted_vm_run_is_a_mismatch_at_the_flipped_byte():
 def test_malformed_helper_output_fails_with_rc_and_output(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     Node(monkeypatch, "Segmentation fault (core dumped)\n")
-    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "helper_output_malformed"
     assert result["stdout"].startswith("Segmentation fault") and "rc=1" in result["msg"]
 
@@ -404,16 +419,20 @@ def test_malformed_helper_output_fails_with_rc_and_output(env, monkeypatch, run_
 def test_build_once_then_cached_and_command_line(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch)
-    args = {"mode": "host", "facts": vm_facts(), "size": 65536, "iterations": 200, "helper_dir": env["helper_dir"]}
+    args = {"mode": "host", "facts": vm_facts(), "size": 65536, "iterations": 200, "helper_dir": env["helper_dir"],
+            "source": env["source"]}
     first = run_module(gpudirect_loopback, args)
     assert first.get("failed") is not True, first
     assert first["changed"] is True and first["helper_built"] is True
-    directory = os.path.join(env["helper_dir"], lh.helper_digest())
-    assert first["helper_path"] == os.path.join(directory, "gpudirect_loopback_helper")
+    digest = lb.helper_digest([(os.path.basename(p), open(p, "rb").read()) for p in env["source"]])
+    assert first["helper_path"] == os.path.join(env["helper_dir"], "gpudirect_loopback_helper")
+    assert first["helper_sha256"] == digest
+    with open(first["helper_path"] + ".sha256") as handle:
+        assert handle.read() == digest + "\n"
     build = node.builds()[0]
     assert build[0] == "/usr/bin/cc" and build[-2:] == ["-libverbs", "-ldl"]
-    with open(os.path.join(directory, "gpudirect_loopback_helper.c")) as handle:
-        assert handle.read() == lh.HELPER_SOURCE
+    # compiled from the shipped .c files, no copy of them; the header is found next to them
+    assert build[build.index("-o") + 2:-2] == HELPER_C_FILES
     assert node.helpers() == [[first["helper_path"], "--mode", "host", "--device", "rxe0", "--port", "1",
                                "--gid-index", "1", "--depth", "128", "--size", "65536", "--iters", "200",
                                "--timeout", "60"]]
@@ -427,11 +446,91 @@ def test_build_once_then_cached_and_command_line(env, monkeypatch, run_module):
     assert len(node.builds()) == 1 and len(node.helpers()) == 2
 
 
+@pytest.fixture
+def own_source(env, tmp_path):
+    """A copy of the helper's source files that a test may change, as a new role version would;
+    returns the header's path."""
+    (tmp_path / "src").mkdir()
+    env["source"] = [shutil.copy(p, str(tmp_path / "src" / os.path.basename(p))) for p in HELPER_SOURCES]
+    return tmp_path / "src" / "gpudirect_loopback.h"
+
+
+def test_changed_source_rebuilds_and_check_mode_says_so(env, own_source, monkeypatch, run_module):
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch)
+    args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]}
+    assert run_module(gpudirect_loopback, args)["helper_built"] is True
+    own_source.write_text(own_source.read_text() + "/* a new version of the header alone */\n")
+    check = run_module(gpudirect_loopback, args, check_mode=True)
+    assert check["changed"] is True and "-libverbs" in check["would_run"][0] and len(node.builds()) == 1
+    again = run_module(gpudirect_loopback, args)
+    assert again["changed"] is True and again["helper_built"] is True and len(node.builds()) == 2
+    assert again["helper_sha256"] == lb.helper_digest([(os.path.basename(p), open(p, "rb").read())
+                                                       for p in env["source"]])
+    settled = run_module(gpudirect_loopback, args)
+    assert settled["changed"] is False and len(node.builds()) == 2
+
+
+def test_a_stamp_that_does_not_match_rebuilds(env, monkeypatch, run_module):
+    """A binary without its stamp, or with another source's stamp, is not trusted."""
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch)
+    args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]}
+    binary = run_module(gpudirect_loopback, args)["helper_path"]
+    with open(binary + ".sha256", "w") as handle:
+        handle.write("0" * 64 + "\n")
+    assert run_module(gpudirect_loopback, args)["helper_built"] is True
+    os.unlink(binary + ".sha256")
+    assert run_module(gpudirect_loopback, args)["helper_built"] is True
+    assert len(node.builds()) == 3 and os.path.exists(binary + ".sha256")
+
+
+def test_the_role_ships_every_source_file_and_only_those():
+    """A file added to files/ and not to the list would be missing on the node (and the reverse)."""
+    assert sorted(HELPER_FILES) == sorted(os.listdir(os.path.join(ROLE, "files")))
+    assert [lb.build_command("cc", ["/s/a.h", "/s/b.c", "/s/c.c"], "/o/h")] == [
+        ["cc"] + lb.COMPILE_FLAGS + ["-o", "/o/h", "/s/b.c", "/s/c.c"] + lb.LINK_FLAGS]
+
+
+def test_a_source_directory_is_its_c_and_h_files(env, own_source, monkeypatch, run_module):
+    """Ad hoc (ansible -m gpudirect_loopback -a source=/var/lib/gpudirect/loopback/src): the same files,
+    the same stamp as the role's list; other files in the directory are not part of the helper."""
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch)
+    listed = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"],
+                                             "source": env["source"]})
+    (own_source.parent / "README.txt").write_text("not C\n")
+    whole = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"],
+                                            "source": [str(own_source.parent)]})
+    assert whole["helper_sha256"] == listed["helper_sha256"] and whole["changed"] is False
+    assert sorted(node.builds()[0][node.builds()[0].index("-o") + 2:-2]) == sorted(
+        p for p in env["source"] if p.endswith(".c"))
+
+
+def test_every_source_file_stays_readable_in_one_sitting():
+    for path in HELPER_SOURCES:
+        with open(path) as handle:
+            assert len(handle.read().splitlines()) <= 800, path
+
+
+def test_check_mode_before_the_source_is_shipped_would_build(env, tmp_path, monkeypatch, run_module):
+    rxe_sysfs(env["root"])
+    node = Node(monkeypatch)
+    missing = str(tmp_path / "not-yet" / "gpudirect_loopback.c")
+    args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": [missing]}
+    check = run_module(gpudirect_loopback, args, check_mode=True)
+    assert check.get("failed") is not True and check["changed"] is True and check["helper_sha256"] is None
+    assert check["would_run"][0][check["would_run"][0].index("-o") + 2:-2] == [missing] and node.calls == []
+    real = run_module(gpudirect_loopback, args)
+    assert real["failed"] is True and real["diagnosis"]["code"] == "bad_input"
+    assert missing in real["msg"] and "tasks_from=helper" in real["msg"] and node.calls == []
+
+
 def test_build_failure_says_what_to_install(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch, build_rc=1,
                 build_stderr="x.c:14:10: fatal error: infiniband/verbs.h: No such file or directory\n")
-    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "helper_build_failed"
     assert "libibverbs-dev" in result["msg"] and "rdma-core-devel" in result["msg"]
     assert node.helpers() == []
@@ -442,14 +541,14 @@ def test_build_failure_says_what_to_install(env, monkeypatch, run_module):
 def test_no_compiler(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     Node(monkeypatch, cc=None)
-    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "helper_build_failed" and "No C compiler" in result["msg"]
 
 
 def test_check_mode_runs_nothing(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch)
-    args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "_corrupt_one_byte": True}
+    args = {"mode": "host", "facts": vm_facts(), "helper_dir": env["helper_dir"], "source": env["source"], "_corrupt_one_byte": True}
     result = run_module(gpudirect_loopback, args, check_mode=True)
     assert node.calls == [] and not os.path.exists(env["helper_dir"])
     assert result["changed"] is True          # it would build the helper
@@ -467,7 +566,7 @@ def test_gpu_mode_ratios_speedup_and_path_warnings(tmp_path, env, monkeypatch, r
     node = Node(monkeypatch, helper_line(mode="cuda_dmabuf", bandwidth_gbps=180.0, staged_bandwidth_gbps=60.0,
                                          gid_index=-1))
     result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts,
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result.get("failed") is not True, result.get("msg")
     assert result["rdma_device"] == "mlx5_0" and result["gpu"] == sysfs_tree.GPU   # the PIX pair
     assert result["selection"]["distance"] == "PIX" and result["gid_index"] is None   # InfiniBand: no GRH
@@ -477,7 +576,7 @@ def test_gpu_mode_ratios_speedup_and_path_warnings(tmp_path, env, monkeypatch, r
     assert any("ACS redirects" in w for w in result["path_warnings"]) == bool(pair["acs_redirect"])
     # the far NIC's port is DOWN: naming it fails with port_down before anything runs
     down = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "mlx5_1",
-                                            "helper_dir": env["helper_dir"]})
+                                            "helper_dir": env["helper_dir"], "source": env["source"]})
     assert down["diagnosis"]["code"] == "port_down"
     assert any("SYS apart" in w for w in down["diagnosis"]["related"])
     cmd = node.helpers()[0]
@@ -488,7 +587,7 @@ def test_min_ratio_port(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     Node(monkeypatch)
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "min_ratio_port": 0.5,
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "bandwidth_below_minimum"
 
 
@@ -498,7 +597,7 @@ def test_selftest_gpu_only_on_h200_facts(env, monkeypatch, run_module):
                 "d2h_bandwidth_gbps": 439.2, "ok": 1, "error": None}
     node = Node(monkeypatch, json.dumps(selftest) + "\n")
     result = run_module(gpudirect_loopback, {"selftest_gpu_only": True, "facts": load_facts(H200_FACTS),
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result.get("failed") is not True, result
     assert result["mode"] == "selftest_gpu_only" and result["gpu"] == "0000:00:06.0" and result["rdma_device"] is None
     assert result["dmabuf_exported"] is True and result["h2d_bandwidth_gbps"] == 437.6
@@ -521,17 +620,15 @@ VERBS_INCLUDE = os.environ.get("GPUDIRECT_VERBS_INCLUDE", "/usr/include")
 @pytest.mark.skipif(not (shutil.which("cc") and os.path.exists(os.path.join(VERBS_INCLUDE, "infiniband/verbs.h"))),
                     reason="needs cc and infiniband/verbs.h: scripts/setup.sh installs gcc and libibverbs-dev")
 def test_helper_source_compiles_cleanly(tmp_path):
-    src = tmp_path / "h.c"
-    src.write_text(lh.HELPER_SOURCE)
     proc = subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", "-std=gnu99", "-I" + VERBS_INCLUDE,
-                           "-o", str(tmp_path / "helper"), str(src), "-libverbs", "-ldl"],
+                           "-o", str(tmp_path / "helper")] + HELPER_C_FILES + ["-libverbs", "-ldl"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert os.access(str(tmp_path / "helper"), os.X_OK)
 
 
 def test_helper_source_has_the_safety_properties():
-    src = lh.HELPER_SOURCE
+    src = "".join(open(p).read() for p in HELPER_SOURCES)
     assert 'dlopen("libcuda.so.1"' in src and "#include <cuda.h>" not in src
     assert "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS" in src and "MemcpyDtoH(check_buf, dptr" in src
     assert "cuMemGetHandleForAddressRange" in src and "ibv_reg_dmabuf_mr" in src
@@ -596,7 +693,7 @@ def route(monkeypatch):
 ])
 def test_pair_bad_input_fails_before_anything_runs(env, monkeypatch, args, fragment, run_module):
     node = Node(monkeypatch)
-    result = run_module(gpudirect_loopback, dict(args, helper_dir=env["helper_dir"], mode="host"))
+    result = run_module(gpudirect_loopback, dict(args, helper_dir=env["helper_dir"], source=env["source"], mode="host"))
     assert result["failed"] is True and result["diagnosis"]["code"] == "bad_input"
     assert fragment in result["msg"] and "What to do" in result["msg"]
     assert node.calls == [] and not os.path.exists(env["helper_dir"])
@@ -606,7 +703,7 @@ def test_listen_false_without_peer_is_the_loopback(env, monkeypatch, run_module)
     rxe_sysfs(env["root"])
     node = Node(monkeypatch)
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "listen": False,
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["pair_role"] is None and "peer" not in result
     assert not [a for a in node.helpers()[0] if a.startswith("--pair")]
 
@@ -615,7 +712,7 @@ def test_pair_server_command_and_result(env, monkeypatch, run_module):
     rxe_sysfs(env["root"])
     node = Node(monkeypatch, json.dumps(PAIR_SERVER_OUT) + "\n")
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "listen": True, "size": 65536,
-                                              "iterations": 50, "helper_dir": env["helper_dir"]})
+                                              "iterations": 50, "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result.get("failed") is not True, result.get("msg")
     assert node.helpers() == [[result["helper_path"], "--mode", "host", "--device", "rxe0", "--port", "1",
                                "--gid-index", "auto", "--depth", "128", "--size", "65536", "--iters", "50",
@@ -636,7 +733,7 @@ def test_pair_client_command_gid_from_the_route(env, monkeypatch, route, run_mod
     node = Node(monkeypatch, json.dumps(out) + "\n")
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "server-a",
                                               "pair_port": 19000, "pair_timeout": 30, "size": 65536,
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result.get("failed") is not True, result.get("msg")
     assert route["asked"] == ("10.0.2.2", 19000)
     cmd = node.helpers()[0]
@@ -652,7 +749,7 @@ def test_pair_client_gid_not_on_the_peers_subnet_fails_early(env, monkeypatch, r
     route["source"] = "192.168.7.5"     # the route to the peer leaves through another NIC
     node = Node(monkeypatch)
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "192.168.7.1",
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "no_gid"
     assert "carries 192.168.7.5" in result["msg"] and "not on the peer's subnet" in result["msg"]
     assert "its GIDs carry 10.0.2.15" in result["msg"] and "set gid_index" in result["msg"]
@@ -664,7 +761,7 @@ def test_pair_client_explicit_gid_index_skips_the_route_check(env, monkeypatch, 
     route["source"] = "192.168.7.5"
     node = Node(monkeypatch)
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "192.168.7.1",
-                                              "gid_index": 1, "helper_dir": env["helper_dir"]})
+                                              "gid_index": 1, "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result.get("failed") is not True, result.get("msg")
     cmd = node.helpers()[0]
     assert cmd[cmd.index("--gid-index") + 1] == "1"
@@ -676,7 +773,7 @@ def test_pair_client_peer_unreachable_before_running(env, monkeypatch, route, pe
     rxe_sysfs(env["root"])
     node = Node(monkeypatch)
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": peer,
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "peer_unreachable" and fragment in result["msg"]
     assert "Start the server side" in result["msg"]
     assert node.calls == []
@@ -687,12 +784,12 @@ def test_pair_client_picks_the_device_on_the_route(env, monkeypatch, route, run_
     roce_sysfs(env["root"], "rxe1", "0a63:0002", "enp2s0")         # rxe1: 10.99.0.2 (the pair link)
     route["source"] = "10.99.0.2"
     node = Node(monkeypatch)
-    result = run_module(gpudirect_loopback, {"mode": "host", "peer": "10.99.0.1", "helper_dir": env["helper_dir"]})
+    result = run_module(gpudirect_loopback, {"mode": "host", "peer": "10.99.0.1", "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result.get("failed") is not True, result.get("msg")
     assert result["rdma_device"] == "rxe1" and "carry 10.99.0.2" in result["selection"]["reason"]
     assert node.helpers()[0][node.helpers()[0].index("--device") + 1] == "rxe1"
     # the server cannot know the client's network: with two devices it needs a name
-    server = run_module(gpudirect_loopback, {"mode": "host", "listen": True, "helper_dir": env["helper_dir"]})
+    server = run_module(gpudirect_loopback, {"mode": "host", "listen": True, "helper_dir": env["helper_dir"], "source": env["source"]})
     assert server["diagnosis"]["code"] == "unknown_rdma_device" and "name one with rdma_device" in server["msg"]
 
 
@@ -702,7 +799,7 @@ def test_pair_gpu_mode_passes_the_gpu_and_no_staged(tmp_path, env, monkeypatch, 
     monkeypatch.setattr(gpudirect_loopback, "ROOT", facts["root"])
     node = Node(monkeypatch, helper_line(mode="cuda_dmabuf", gid_index=-1, pair_role="server", peer="10.1.0.2"))
     result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "listen": True,
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result.get("failed") is not True, result.get("msg")
     cmd = node.helpers()[0]
     assert cmd[cmd.index("--gpu") + 1] == sysfs_tree.GPU and "--staged" not in cmd
@@ -714,10 +811,10 @@ def test_pair_check_mode_reports_the_commands(env, monkeypatch, route, run_modul
     rxe_sysfs(env["root"])
     node = Node(monkeypatch)
     server = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "listen": True,
-                                              "_corrupt_one_byte": True, "helper_dir": env["helper_dir"]},
+                                              "_corrupt_one_byte": True, "helper_dir": env["helper_dir"], "source": env["source"]},
                         check_mode=True)
     client = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "10.0.2.2",
-                                              "helper_dir": env["helper_dir"]}, check_mode=True)
+                                              "helper_dir": env["helper_dir"], "source": env["source"]}, check_mode=True)
     assert node.calls == [] and not os.path.exists(env["helper_dir"])
     assert server["would_run"][-1][-6:] == ["--pair-listen", "--pair-port", "18516", "--pair-timeout", "120",
                                             "--corrupt"]
@@ -733,7 +830,7 @@ def test_pair_peer_failure_is_reported_with_the_peers_code(env, monkeypatch, rou
     Node(monkeypatch, helper_line(ok=0, error="peer_failed", stage="exchange", detail=detail, pair_role="server",
                                   peer="10.99.0.2", peer_error="no_gid", bandwidth_gbps=None, bytes_compared=0))
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "listen": True,
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "peer_failed" and result["peer_error"] == "no_gid"
     assert "The other side of the pair failed" in result["msg"] and "[no_gid]" in result["msg"]
     assert "stage exchange" in result["msg"]
@@ -745,7 +842,7 @@ def test_pair_client_reports_the_servers_mismatch(env, monkeypatch, route, run_m
                                   first_mismatch=32769, pair_role="client", peer="10.0.2.2", bandwidth_gbps=None,
                                   detail="the server (10.0.2.2) copied back what arrived: 1 of 65536 bytes differ"))
     result = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "peer": "10.0.2.2",
-                                              "helper_dir": env["helper_dir"]})
+                                              "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["diagnosis"]["code"] == "data_mismatch" and result["first_mismatch"] == 32769
     assert "the server compared" in result["msg"]
 
@@ -795,10 +892,9 @@ def fake_verbs(tmp_path_factory):
     lib.mkdir()
     subprocess.run(["cc", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-I" + VERBS_INCLUDE,
                     "-o", str(lib / "libibverbs.so"), FAKE_VERBS_SRC], check=True)
-    (base / "helper.c").write_text(lh.HELPER_SOURCE)
     helper = base / "helper"
-    subprocess.run(["cc"] + lh.COMPILE_FLAGS + ["-I" + VERBS_INCLUDE, "-L" + str(lib), "-o", str(helper),
-                                                str(base / "helper.c")] + lh.LINK_FLAGS, check=True)
+    subprocess.run(["cc"] + lb.COMPILE_FLAGS + ["-I" + VERBS_INCLUDE, "-L" + str(lib), "-o", str(helper),
+                                                ] + HELPER_C_FILES + lb.LINK_FLAGS, check=True)
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib), LIBRARY_PATH=str(lib), LANG="C", LC_ALL="C")
     return {"helper": str(helper), "lib": str(lib), "env": env, "base": base}
 
@@ -935,7 +1031,7 @@ def test_module_pair_end_to_end_on_fake_verbs(fake_verbs, tmp_path):
     procs = []
     for name, extra in (("server", {"listen": True, "_corrupt_one_byte": False}), ("client", {"peer": "127.0.0.1"})):
         args = dict(extra, mode="host", size=65536, iterations=20, pair_port=port, pair_timeout=20,
-                    helper_dir=str(tmp_path / ("cache-" + name)))
+                    helper_dir=str(tmp_path / ("cache-" + name)), source=HELPER_SOURCES)
         path = tmp_path / (name + ".json")
         path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
         procs.append(subprocess.Popen([sys.executable, str(runner), str(path)], env=fake_verbs["env"],

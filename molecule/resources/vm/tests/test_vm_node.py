@@ -233,7 +233,8 @@ def test_verification_module_fails_when_one_byte_is_corrupted(host):
                ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default")
     res = subprocess.run(
         [ANSIBLE, host.backend.host, "-i", inventory, "-b", "-m", "gpudirect_loopback",
-         "-a", f"mode=host rdma_device={RXE} size=65536 iterations=10 _corrupt_one_byte=true"],
+         "-a", f"mode=host rdma_device={RXE} size=65536 iterations=10 _corrupt_one_byte=true "
+               "source=/var/lib/gpudirect/loopback/src"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
     result = list(json.loads(res.stdout)["plays"][0]["tasks"][0]["hosts"].values())[0]
     assert res.returncode != 0 and result.get("failed"), result
