@@ -1,0 +1,168 @@
+"""The rolling re-run's decisions (module_utils/gpudirect_rolling.py) and their filters.
+
+The plan results follow the shared contract of issue #16 (``<role>_plan`` with
+``changes`` and ``disruption`` lists); the sentences are the contract's own examples.
+The OS reboot reasons are the ones gpudirect_facts publishes
+(``ansible_facts.gpudirect.kernel.reboot_reasons``).
+"""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils import gpudirect_rolling as rolling
+
+from gpudirect_rolling import FilterModule
+
+FILTERS = FilterModule().filters()
+
+CONVERGED = {"changes": [], "disruption": []}
+OFED_UPGRADE = {
+    "changes": ["install DOCA-OFED 25.01-0.6.0"],
+    "disruption": ["openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0"],
+}
+DRIVER_RELOAD = {
+    "changes": ["install nvidia-driver 570.86.15"],
+    "disruption": ["nvidia modules reload: 550.90.07 -> 570.86.15"],
+}
+PEERMEM_ENABLE = {"changes": ["enable gpudirect-nvidia-peermem.service"], "disruption": []}
+
+
+def _all(**plans):
+    base = {role: CONVERGED for role in rolling.PLANNED_ROLES}
+    base.update(plans)
+    return base
+
+
+def test_a_converged_node_needs_no_disruption():
+    assert rolling.disruption(_all()) == []
+    assert rolling.disruption(_all(), [], []) == []
+
+
+def test_changes_without_disruption_do_not_drain():
+    assert rolling.disruption(_all(gpudirect_peermem=PEERMEM_ENABLE)) == []
+
+
+def test_each_disruption_names_its_role_in_stage_order():
+    # the mapping's order must not matter: reasons follow the install stages
+    plans = {"nvidia_driver": DRIVER_RELOAD, "pcie_acs": CONVERGED,
+             "mlnx_ofed": OFED_UPGRADE, "gpudirect_peermem": CONVERGED}
+    assert rolling.disruption(plans) == [
+        "mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0",
+        "nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15",
+    ]
+
+
+def test_pending_and_os_reboot_reasons_disrupt():
+    reasons = rolling.disruption(
+        _all(),
+        ["host_prereqs: kernel command line lacks iommu=pt"],
+        ["default boot kernel 6.1.0-56-amd64 is not the running 6.1.0-50-amd64"])
+    assert reasons == [
+        "reboot requested: host_prereqs: kernel command line lacks iommu=pt",
+        "reboot (operating system): default boot kernel 6.1.0-56-amd64 is not the running 6.1.0-50-amd64",
+    ]
+
+
+def test_repeated_reasons_are_listed_once():
+    assert rolling.disruption(_all(), ["x: y", "x: y"]) == ["reboot requested: x: y"]
+
+
+def test_a_planned_role_that_registered_nothing_is_an_error_naming_it():
+    plans = _all()
+    plans["pcie_acs"] = None
+    with pytest.raises(ValueError, match=r"pcie_acs_plan is missing: roles/pcie_acs/tasks/plan.yml must register"):
+        rolling.disruption(plans)
+
+
+@pytest.mark.parametrize("plan, message", [
+    ({"changes": []}, "nvidia_driver_plan has no 'disruption' list"),
+    ({"changes": [], "disruption": "openibd restart"}, r"nvidia_driver_plan.disruption must be a list of sentences"),
+    ({"changes": [], "disruption": [""]}, r"nvidia_driver_plan.disruption\[0\] must be a non-empty sentence"),
+    ({"changes": [], "disruption": [3]}, r"nvidia_driver_plan.disruption\[0\] must be a non-empty sentence"),
+    ("yes", "nvidia_driver_plan is a str"),
+])
+def test_a_malformed_plan_is_an_error_not_a_silent_no(plan, message):
+    with pytest.raises(ValueError, match=message):
+        rolling.disruption(_all(nvidia_driver=plan))
+
+
+def test_a_plan_of_an_unknown_role_is_an_error():
+    with pytest.raises(ValueError, match="no plan is expected from host_prereqs"):
+        rolling.disruption(_all(host_prereqs=CONVERGED))
+
+
+def test_reboot_reasons_must_be_a_list():
+    with pytest.raises(ValueError, match="gpudirect_reboot_reasons must be a list"):
+        rolling.disruption(_all(), "nvidia_driver: nouveau blacklisted")
+
+
+@pytest.mark.parametrize("value, expected", [
+    (1, 1), (4, 4), ("4", 4), ("10%", "10%"), (" 25 % ", "25%"), ("100%", "100%"),
+])
+def test_batch_accepts_a_count_or_a_percentage(value, expected):
+    assert rolling.batch(value) == expected
+
+
+@pytest.mark.parametrize("value, message", [
+    (0, "must be 1 or more nodes"),
+    (-2, "must be 1 or more nodes"),
+    ("0%", "from 1% to 100%"),
+    ("150%", "from 1% to 100%"),
+    ("ten", "must be a number of nodes"),
+    (True, "not a boolean"),
+    (2.5, "must be a number of nodes"),
+    ([1, 2], "must be a number of nodes"),
+])
+def test_bad_batch_names_the_knob(value, message):
+    with pytest.raises(ValueError, match="gpudirect_rolling_batch=.*" + message):
+        rolling.batch(value)
+
+
+@pytest.mark.parametrize("value, expected", [(0, 0), ("25", 25), (100, 100)])
+def test_max_fail_percentage(value, expected):
+    assert rolling.max_fail_percentage(value) == expected
+
+
+@pytest.mark.parametrize("value", [-1, 101, "10%", False, 12.5, None])
+def test_bad_max_fail_percentage_names_the_knob(value):
+    with pytest.raises(ValueError, match="gpudirect_rolling_max_fail_percentage=.* from 0 to 100"):
+        rolling.max_fail_percentage(value)
+
+
+def test_play_setting_defaults_when_no_node_sets_it():
+    hostvars = {"n1": {}, "n2": {}}
+    assert rolling.play_setting(["n1", "n2"], hostvars, "gpudirect_rolling_batch") == 1
+    assert rolling.play_setting(["n1", "n2"], hostvars, "gpudirect_rolling_max_fail_percentage") == 0
+    # no node to disrupt: the play matches nothing, its serial must still template
+    assert rolling.play_setting([], {}, "gpudirect_rolling_batch") == 1
+
+
+def test_play_setting_normalises_an_agreed_value():
+    hostvars = {"n1": {"gpudirect_rolling_batch": "10%"}, "n2": {"gpudirect_rolling_batch": " 10 %"}}
+    assert rolling.play_setting(["n1", "n2"], hostvars, "gpudirect_rolling_batch") == "10%"
+
+
+def test_play_setting_refuses_nodes_that_disagree():
+    hostvars = {"n1": {"gpudirect_rolling_batch": 2}, "n2": {}, "n3": {"gpudirect_rolling_batch": "2"}}
+    with pytest.raises(ValueError, match=r"gpudirect_rolling_batch differs .*2 on n1, n3; 1 on n2"):
+        rolling.play_setting(["n1", "n2", "n3"], hostvars, "gpudirect_rolling_batch")
+
+
+def test_play_setting_checks_the_value_and_the_knob():
+    with pytest.raises(ValueError, match="gpudirect_rolling_batch=0"):
+        rolling.play_setting(["n1"], {"n1": {"gpudirect_rolling_batch": 0}}, "gpudirect_rolling_batch")
+    with pytest.raises(ValueError, match="'kernel_update_serial' is not a batch knob"):
+        rolling.play_setting(["n1"], {"n1": {}}, "kernel_update_serial")
+    with pytest.raises(ValueError, match="expected a list of host names"):
+        rolling.play_setting("n1", {"n1": {}}, "gpudirect_rolling_batch")
+
+
+def test_filters_wrap_the_decisions_with_filter_errors():
+    assert FILTERS["gpudirect_plan_disruption"](_all(mlnx_ofed=OFED_UPGRADE), [], None) == [
+        "mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0"]
+    assert FILTERS["gpudirect_rolling_setting"](["n1"], {"n1": {"gpudirect_rolling_batch": "4"}},
+                                                "gpudirect_rolling_batch") == 4
+    with pytest.raises(AnsibleFilterError, match="gpudirect_plan_disruption: mlnx_ofed_plan is missing"):
+        FILTERS["gpudirect_plan_disruption"](_all(mlnx_ofed=None))
+    with pytest.raises(AnsibleFilterError, match="gpudirect_rolling_setting: gpudirect_rolling_max_fail_percentage=101"):
+        FILTERS["gpudirect_rolling_setting"](["n1"], {"n1": {"gpudirect_rolling_max_fail_percentage": 101}},
+                                             "gpudirect_rolling_max_fail_percentage")
