@@ -8,6 +8,14 @@ disruptive change, and the batch settings of the one play that disrupts them.
     then the operating system's own (``gpudirect_reboot_os_reasons``). Empty:
     the node's changes run with every other such node at once, undrained.
 
+``reboot_disruption(reboot_reasons, os_reasons)``
+    The reboot part alone, for nodes whose undrained stages asked for a reboot
+    after the plan pass (playbooks/reboot_gate.yml).
+
+``changes(plans)``
+    What the deciding roles would change, each sentence naming its role, for
+    the plan pass's per-node line.
+
 ``batch(value)`` / ``max_fail_percentage(value)``
     The knobs ``gpudirect_rolling_batch`` (the play's ``serial``: a number of
     nodes, or a percentage of the nodes to disrupt such as ``"10%"``) and
@@ -51,6 +59,21 @@ def _sentences(value, what):
     return out
 
 
+def _check_plans(plans):
+    """Every planned role, and no other, maps to a plan result (a mapping)."""
+    if not isinstance(plans, dict):
+        raise ValueError("the plans must be a mapping of role name to its <role>_plan, got %s" % type(plans).__name__)
+    unknown = sorted(set(plans) - set(PLANNED_ROLES))
+    if unknown:
+        raise ValueError("no plan is expected from %s; planned roles: %s" % (", ".join(unknown), ", ".join(PLANNED_ROLES)))
+    for role in PLANNED_ROLES:
+        plan = plans.get(role)
+        if not isinstance(plan, dict):
+            raise ValueError("%s_plan is %s: roles/%s/tasks/plan.yml must register the fact %s_plan "
+                             "(a mapping with 'changes' and 'disruption' lists)"
+                             % (role, "missing" if plan is None else "a " + type(plan).__name__, role, role))
+
+
 def disruption(plans, reboot_reasons=None, os_reasons=None):
     """Reasons (list of str) the node needs a disruptive change; [] when none.
 
@@ -59,33 +82,44 @@ def disruption(plans, reboot_reasons=None, os_reasons=None):
     role must have said what it would do). Each reason names its source, e.g.
     ``"nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15"``.
     """
-    if not isinstance(plans, dict):
-        raise ValueError("the plans must be a mapping of role name to its <role>_plan, got %s" % type(plans).__name__)
+    _check_plans(plans)
     reasons = []
     for role in PLANNED_ROLES:
-        if role not in plans:
-            continue
         plan = plans[role]
-        if not isinstance(plan, dict):
-            raise ValueError("%s_plan is %s: roles/%s/tasks/plan.yml must register the fact %s_plan "
-                             "(a mapping with 'changes' and 'disruption' lists)"
-                             % (role, "missing" if plan is None else "a " + type(plan).__name__, role, role))
         if "disruption" not in plan:
             raise ValueError("%s_plan has no 'disruption' list: the plan must say what would interrupt "
                              "running jobs (an empty list when nothing would)" % role)
         reasons.extend("%s: %s" % (role, s) for s in _sentences(plan["disruption"], role + "_plan.disruption"))
-    unknown = sorted(set(plans) - set(PLANNED_ROLES))
-    if unknown:
-        raise ValueError("no plan is expected from %s; planned roles: %s" % (", ".join(unknown), ", ".join(PLANNED_ROLES)))
-    for reason in _sentences(reboot_reasons, "gpudirect_reboot_reasons"):
-        reasons.append("reboot requested: %s" % reason)
-    for reason in _sentences(os_reasons, "the OS reboot reasons"):
-        reasons.append("reboot (operating system): %s" % reason)
-    unique = []
-    for reason in reasons:
-        if reason not in unique:
-            unique.append(reason)
-    return unique
+    return _unique(reasons + reboot_disruption(reboot_reasons, os_reasons))
+
+
+def reboot_disruption(reboot_reasons=None, os_reasons=None):
+    """The reboots pending on the node, as disruption reasons: the stages' requests
+    (gpudirect_reboot_reasons), then the operating system's own reasons."""
+    reasons = ["reboot requested: %s" % r for r in _sentences(reboot_reasons, "gpudirect_reboot_reasons")]
+    reasons += ["reboot (operating system): %s" % r for r in _sentences(os_reasons, "the OS reboot reasons")]
+    return _unique(reasons)
+
+
+def _unique(items):
+    out = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def changes(plans):
+    """Every sentence of each plan's ``changes`` list, as "<role>: <sentence>", in stage order."""
+    _check_plans(plans)
+    out = []
+    for role in PLANNED_ROLES:
+        plan = plans[role]
+        if "changes" not in plan:
+            raise ValueError("%s_plan has no 'changes' list: the plan must say what the role would change "
+                             "(an empty list when the node is converged)" % role)
+        out.extend("%s: %s" % (role, s) for s in _sentences(plan["changes"], role + "_plan.changes"))
+    return out
 
 
 def batch(value):

@@ -3,7 +3,8 @@
 The plan results follow the shared contract of issue #16 (``<role>_plan`` with
 ``changes`` and ``disruption`` lists); the sentences are the contract's own examples.
 The OS reboot reasons are the ones gpudirect_facts publishes
-(``ansible_facts.gpudirect.kernel.reboot_reasons``).
+(``ansible_facts.gpudirect.kernel.reboot_reasons``, library/gpudirect_facts.py
+kernel(): "default boot kernel X differs from running Y", "/run/reboot-required exists ...").
 """
 
 import pytest
@@ -55,11 +56,22 @@ def test_pending_and_os_reboot_reasons_disrupt():
     reasons = rolling.disruption(
         _all(),
         ["host_prereqs: kernel command line lacks iommu=pt"],
-        ["default boot kernel 6.1.0-56-amd64 is not the running 6.1.0-50-amd64"])
+        ["default boot kernel 6.1.0-56-amd64 differs from running 6.1.0-50-amd64"])
     assert reasons == [
         "reboot requested: host_prereqs: kernel command line lacks iommu=pt",
-        "reboot (operating system): default boot kernel 6.1.0-56-amd64 is not the running 6.1.0-50-amd64",
+        "reboot (operating system): default boot kernel 6.1.0-56-amd64 differs from running 6.1.0-50-amd64",
     ]
+
+
+def test_reboot_disruption_alone_for_the_gate_after_the_undrained_stages():
+    assert rolling.reboot_disruption([], []) == []
+    assert rolling.reboot_disruption(None, None) == []
+    assert rolling.reboot_disruption(["nvidia_driver: nouveau is loaded and now blacklisted (initramfs rebuilt)"], None) == [
+        "reboot requested: nvidia_driver: nouveau is loaded and now blacklisted (initramfs rebuilt)"]
+    assert FILTERS["gpudirect_reboot_disruption"]([], ["/run/reboot-required exists (packages: libc6)"]) == [
+        "reboot (operating system): /run/reboot-required exists (packages: libc6)"]
+    with pytest.raises(AnsibleFilterError, match="the OS reboot reasons must be a list"):
+        FILTERS["gpudirect_reboot_disruption"]([], "/run/reboot-required exists")
 
 
 def test_repeated_reasons_are_listed_once():
@@ -88,6 +100,43 @@ def test_a_malformed_plan_is_an_error_not_a_silent_no(plan, message):
 def test_a_plan_of_an_unknown_role_is_an_error():
     with pytest.raises(ValueError, match="no plan is expected from host_prereqs"):
         rolling.disruption(_all(host_prereqs=CONVERGED))
+
+
+def test_a_planned_role_left_out_of_the_pass_is_an_error():
+    plans = _all()
+    del plans["gpudirect_peermem"]
+    with pytest.raises(ValueError, match="gpudirect_peermem_plan is missing"):
+        rolling.disruption(plans)
+
+
+def test_changes_name_their_role_in_stage_order():
+    plans = _all(gpudirect_peermem=PEERMEM_ENABLE, mlnx_ofed=OFED_UPGRADE)
+    assert rolling.changes(plans) == [
+        "mlnx_ofed: install DOCA-OFED 25.01-0.6.0",
+        "gpudirect_peermem: enable gpudirect-nvidia-peermem.service",
+    ]
+    assert rolling.changes(_all()) == []
+
+
+def test_a_plan_without_changes_is_an_error():
+    with pytest.raises(ValueError, match="pcie_acs_plan has no 'changes' list"):
+        rolling.changes(_all(pcie_acs={"disruption": []}))
+
+
+def test_the_plan_pass_plans_every_role_the_decision_expects():
+    """playbooks/plan.yml loops over the roles of PLANNED_ROLES and passes each plan, no more, no less."""
+    import os
+    import yaml
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "playbooks", "plan.yml")) as handle:
+        play = yaml.safe_load(handle)[0]
+    tasks = {task["name"]: task for task in play["tasks"]}
+    include = next(t for t in play["tasks"] if "ansible.builtin.include_role" in t)
+    assert include["ansible.builtin.include_role"]["tasks_from"] == "plan"
+    assert tuple(include["loop"]) == rolling.PLANNED_ROLES
+    decide = tasks["Decide whether the node needs a disruptive change"]
+    assert tuple(decide["vars"]["__gpudirect_plans"]) == rolling.PLANNED_ROLES
+    assert play["hosts"] == "gpu_nodes:!gpudirect_unchanged"
 
 
 def test_reboot_reasons_must_be_a_list():
