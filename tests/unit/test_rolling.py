@@ -7,13 +7,17 @@ The OS reboot reasons are the ones gpudirect_facts publishes
 kernel(): "default boot kernel X differs from running Y", "/run/reboot-required exists ...").
 """
 
+import os
+
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils import gpudirect_rolling as rolling
 
 from gpudirect_rolling import FilterModule
 
 FILTERS = FilterModule().filters()
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 CONVERGED = {"changes": [], "disruption": []}
 OFED_UPGRADE = {
@@ -125,10 +129,7 @@ def test_a_plan_without_changes_is_an_error():
 
 def test_the_plan_pass_plans_every_role_the_decision_expects():
     """playbooks/plan.yml loops over the roles of PLANNED_ROLES and passes each plan, no more, no less."""
-    import os
-    import yaml
-    root = os.path.join(os.path.dirname(__file__), "..", "..")
-    with open(os.path.join(root, "playbooks", "plan.yml")) as handle:
+    with open(os.path.join(ROOT, "playbooks", "plan.yml")) as handle:
         play = yaml.safe_load(handle)[0]
     tasks = {task["name"]: task for task in play["tasks"]}
     include = next(t for t in play["tasks"] if "ansible.builtin.include_role" in t)
@@ -215,3 +216,66 @@ def test_filters_wrap_the_decisions_with_filter_errors():
     with pytest.raises(AnsibleFilterError, match="gpudirect_rolling_setting: gpudirect_rolling_max_fail_percentage=101"):
         FILTERS["gpudirect_rolling_setting"](["n1"], {"n1": {"gpudirect_rolling_max_fail_percentage": 101}},
                                              "gpudirect_rolling_max_fail_percentage")
+
+
+# The stage plays and what each leaves out (issue #16 outcome 3: one mechanism, the host
+# pattern; issue #13: only gpudirect_disrupt is drained and batched).
+STAGE_HOSTS = {
+    "state_check.yml": ["gpu_nodes"],
+    "preflight.yml": ["gpu_nodes:!gpudirect_unchanged"],
+    "plan.yml": ["gpu_nodes:!gpudirect_unchanged"],
+    "os_pin.yml": ["gpu_nodes:!gpudirect_unchanged:!gpudirect_disrupt"],
+    "drivers.yml": ["gpu_nodes:!gpudirect_unchanged:!gpudirect_disrupt"],
+    "pcie_acs.yml": ["gpu_nodes:!gpudirect_unchanged:!gpudirect_disrupt"],
+    "reboot_gate.yml": ["gpu_nodes:!gpudirect_unchanged:!gpudirect_disrupt"],
+    "reboot.yml": ["gpu_nodes:!gpudirect_unchanged:!gpudirect_disrupt"],
+    "report.yml": ["gpu_nodes:!gpudirect_unchanged:!gpudirect_disrupt"],
+    # verification is the proof: every node, the unchanged ones included
+    "verify.yml": ["gpu_nodes:!gpudirect_disrupt"],
+    "state_record.yml": ["gpu_nodes:!gpudirect_unchanged:!gpudirect_disrupt"],
+    "rolling.yml": ["gpudirect_disrupt", "gpudirect_disrupt"],
+}
+
+# Read by roles/gpudirect_verify until the loopback rework removes it (issue #16);
+# nothing else may read the retired fact.
+RETIRED_FACT_READERS = {os.path.join("roles", "gpudirect_verify", "tasks", "loopback.yml")}
+
+
+def test_each_stage_play_targets_its_groups_and_no_copied_shortcut_is_left():
+    playbooks = os.path.join(ROOT, "playbooks")
+    for name, hosts in STAGE_HOSTS.items():
+        with open(os.path.join(playbooks, name)) as handle:
+            text = handle.read()
+        assert [play["hosts"] for play in yaml.safe_load(text)] == hosts, name
+    for current, _, files in os.walk(playbooks):
+        for name in files:
+            with open(os.path.join(current, name)) as handle:
+                text = handle.read()
+            assert "end_host" not in text, name
+            assert "gpudirect_state_unchanged" not in text, name
+
+
+def test_no_role_reads_the_retired_unchanged_fact():
+    readers = set()
+    for current, _, files in os.walk(os.path.join(ROOT, "roles")):
+        for name in files:
+            if name.endswith((".yml", ".j2", ".py")):
+                path = os.path.join(current, name)
+                with open(path) as handle:
+                    if "gpudirect_state_unchanged" in handle.read():
+                        readers.add(os.path.relpath(path, ROOT))
+    assert readers <= RETIRED_FACT_READERS
+
+
+def test_the_rolling_play_batches_by_the_knobs_and_the_site_ends_with_it():
+    with open(os.path.join(ROOT, "playbooks", "rolling.yml")) as handle:
+        rolling_play = yaml.safe_load(handle)[0]
+    assert "gpudirect_rolling_batch" in rolling_play["serial"]
+    assert "gpudirect_rolling_max_fail_percentage" in rolling_play["max_fail_percentage"]
+    with open(os.path.join(ROOT, "site.yml")) as handle:
+        site = yaml.safe_load(handle)
+    imported = [entry["ansible.builtin.import_playbook"] for entry in site]
+    assert imported[:3] == ["playbooks/state_check.yml", "playbooks/preflight.yml", "playbooks/plan.yml"]
+    assert imported[-1] == "playbooks/rolling.yml"
+    # site.yml reboots only in the rolling play, drained
+    assert "playbooks/reboot.yml" not in imported
