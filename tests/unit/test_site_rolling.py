@@ -106,10 +106,16 @@ def _project(tmp_path):
         "lock.yml": _log("lock"),
         "unlock.yml": _log("unlock"),
         "drain.yml": _log("drain"),
+        "failed.yml": _log("failed") + textwrap.dedent("""\
+            - name: Record the failure
+              ansible.builtin.set_fact:
+                stub_failure: "{{ ansible_failed_result.msg | default('?') }}"
+            """),
         "resume.yml": """\
             - name: Resume on proof only
               ansible.builtin.include_tasks:
-                file: "{{ 'resume_passed.yml' if gpudirect_verify_status | default('') == 'passed' else 'keep.yml' }}"
+                file: "{{ 'resume_passed.yml' if gpudirect_verify_status | default('') == 'passed'
+                          and stub_failure is not defined else 'keep.yml' }}"
             """,
         "resume_passed.yml": _log("resume"),
         "keep.yml": _log("left_drained") + textwrap.dedent("""\
@@ -122,9 +128,14 @@ def _project(tmp_path):
             - name: Log the table
               ansible.builtin.debug:
                 msg: "EVENT report {{ __left | join(',') }}"
+              run_once: true
               vars:
                 __left: "{{ groups['gpu_nodes'] | select('in', hostvars) | map('extract', hostvars)
                             | selectattr('gpudirect_drain_left_drained', 'defined') | map(attribute='inventory_hostname') | list }}"
+            - name: Fail a node left drained or failed
+              ansible.builtin.fail:
+                msg: "left drained"
+              when: gpudirect_drain_left_drained is defined or stub_failure is defined
             """,
     })
     (root / "ansible.cfg").write_text(textwrap.dedent("""\
@@ -204,7 +215,8 @@ def test_a_failed_verification_leaves_the_node_drained_and_stops_before_the_next
     proc, events = _run(project, fleet)
     assert proc.returncode != 0
     n3 = _of(events, "n3")
-    assert "resume" not in n3 and "left_drained" in n3 and "forget" in n3 and n3[-1] == "unlock"
+    assert "resume" not in n3 and "record" not in n3
+    assert n3[n3.index("verify"):] == ["verify", "forget", "failed", "left_drained", "unlock"]
     assert ("report", "n3") in events
     # max_fail_percentage 0: n4's batch never started
     assert "lock" not in _of(events, "n4") and "drain" not in _of(events, "n4")
