@@ -3,8 +3,10 @@
 ``gpudirect_inputs_digest``
     ``variables | gpudirect_inputs_digest(project_root, ansible_version)``:
     SHA-256 over the variables (JSON, keys sorted) and over the content of the
-    toolkit's files under ``project_root`` (``site.yml``, ``playbooks/``,
-    ``roles/``, ``library/``, ``module_utils/``, ``filter_plugins/``). The
+    toolkit's code and templates under ``project_root`` (``site.yml``,
+    ``playbooks/``, ``roles/``, ``library/``, ``module_utils/``,
+    ``filter_plugins/``), less documentation (``*.md``: a README edit changes
+    no node) and Python bytecode. The
     ``gpudirect_state`` role stores it with the node's fingerprint, so a changed
     inventory variable, role default or module makes the next run a full one.
 
@@ -21,6 +23,8 @@ from ansible.errors import AnsibleFilterError
 
 TOOLKIT_PARTS = ("site.yml", "playbooks", "roles", "library", "module_utils", "filter_plugins")
 SKIP_DIRS = ("__pycache__", ".pytest_cache")
+# documentation and caches: they cannot change what a run does to a node
+SKIP_SUFFIXES = (".md", ".pyc")
 
 
 def _toolkit_files(project_root):
@@ -32,7 +36,7 @@ def _toolkit_files(project_root):
             continue
         for current, dirs, files in os.walk(top):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-            found.extend(os.path.join(current, f) for f in sorted(files) if not f.endswith(".pyc"))
+            found.extend(os.path.join(current, f) for f in sorted(files) if not f.endswith(SKIP_SUFFIXES))
     return found
 
 

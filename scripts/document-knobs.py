@@ -27,11 +27,20 @@ def stage_roles():
     order = []
     with open(os.path.join(ROOT, "site.yml")) as fh:
         playbooks = re.findall(r"import_playbook:\s*(\S+)", fh.read())
+    # a stage playbook names its roles (roles: - role: x) or imports a task file of
+    # playbooks/tasks/ that imports them (import_role: name: x)
+    pattern = re.compile(r"^\s*-?\s*role:\s*(\S+)|import_role:\s*\n\s*name:\s*(\S+)|import_tasks:\s*(\S+)", re.M)
+
+    def follow(path):
+        with open(path) as fh:
+            for role, imported, tasks in pattern.findall(fh.read()):
+                if tasks:
+                    follow(os.path.join(os.path.dirname(path), tasks))
+                elif (role or imported) not in order:
+                    order.append(role or imported)
+
     for pb in playbooks:
-        with open(os.path.join(ROOT, pb)) as fh:
-            for role in re.findall(r"^\s*-?\s*role:\s*(\S+)", fh.read(), re.M):
-                if role not in order:
-                    order.append(role)
+        follow(os.path.join(ROOT, pb))
     others = sorted(r for r in os.listdir(os.path.join(ROOT, "roles")) if r not in order)
     return order + others
 

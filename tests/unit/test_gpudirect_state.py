@@ -282,6 +282,27 @@ def test_inputs_digest_ignores_bytecode(tmp_path):
     assert inputs_digest({}, str(root)) == base
 
 
+def test_inputs_digest_covers_code_and_templates_not_readmes(tmp_path):
+    """Issue #16 outcome 3: a README edit must not turn the next run into a full one."""
+    root = _project(tmp_path)
+    (root / "roles/r/templates").mkdir()
+    (root / "roles/r/templates/unit.service.j2").write_text("[Unit]\n")
+    (root / "roles/r/README.md").write_text("# r\n")
+    (root / "filter_plugins/notes.md").write_text("notes\n")
+    base = inputs_digest({}, str(root))
+    (root / "roles/r/README.md").write_text("# r\n\nmore prose\n")
+    (root / "filter_plugins/notes.md").write_text("other notes\n")
+    (root / "playbooks/README.md").write_text("a new README\n")
+    assert inputs_digest({}, str(root)) == base
+    (root / "roles/r/templates/unit.service.j2").write_text("[Unit]\nBefore=x.service\n")
+    templated = inputs_digest({}, str(root))
+    assert templated != base
+    (root / "playbooks/plan.yml").write_text("---\n")
+    assert inputs_digest({}, str(root)) != templated
+    (root / "module_utils/m.py").write_text("X = 1\n")
+    assert inputs_digest({}, str(root)) not in (base, templated)
+
+
 def test_inputs_digest_of_the_real_toolkit_is_stable():
     assert inputs_digest({"a": 1}, ROOT) == inputs_digest({"a": 1}, ROOT)
 

@@ -1,0 +1,70 @@
+"""Ansible filters of the rolling re-run: thin wrappers over module_utils/gpudirect_rolling.py
+(the one implementation, which the unit tests import).
+
+``plans | gpudirect_plan_disruption(reboot_reasons, os_reasons)``
+    playbooks/plan.yml: the reasons a node must be drained and rolled (list of str).
+``reboot_reasons | gpudirect_reboot_disruption(os_reasons)``
+    playbooks/reboot_gate.yml: a pending reboot as disruption reasons (list of str).
+``plans | gpudirect_plan_changes``
+    playbooks/plan.yml: what the deciding roles would change, "<role>: <sentence>" (list of str).
+``hosts | gpudirect_rolling_setting(hostvars, knob)``
+    site.yml: the checked value of ``gpudirect_rolling_batch`` or
+    ``gpudirect_rolling_max_fail_percentage`` that every node of the rolling play agrees on.
+
+Bad input raises ``AnsibleFilterError`` with the message of the decision.
+"""
+
+import importlib.util
+import os
+
+from ansible.errors import AnsibleFilterError
+
+
+def _load_rolling():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "module_utils", "gpudirect_rolling.py")
+    spec = importlib.util.spec_from_file_location("_gpudirect_rolling", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_ROLLING = _load_rolling()
+
+
+def gpudirect_plan_disruption(plans, reboot_reasons=None, os_reasons=None):
+    try:
+        return _ROLLING.disruption(plans, reboot_reasons, os_reasons)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_plan_disruption: %s" % exc)
+
+
+def gpudirect_reboot_disruption(reboot_reasons, os_reasons=None):
+    try:
+        return _ROLLING.reboot_disruption(reboot_reasons, os_reasons)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_reboot_disruption: %s" % exc)
+
+
+def gpudirect_plan_changes(plans):
+    try:
+        return _ROLLING.changes(plans)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_plan_changes: %s" % exc)
+
+
+def gpudirect_rolling_setting(hosts, hostvars, knob):
+    try:
+        return _ROLLING.play_setting(hosts, hostvars, knob)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_rolling_setting: %s" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "gpudirect_plan_changes": gpudirect_plan_changes,
+            "gpudirect_plan_disruption": gpudirect_plan_disruption,
+            "gpudirect_reboot_disruption": gpudirect_reboot_disruption,
+            "gpudirect_rolling_setting": gpudirect_rolling_setting,
+        }

@@ -1,0 +1,195 @@
+"""Decisions of the rolling re-run (site.yml, issue #13): which nodes need a
+disruptive change, and the batch settings of the one play that disrupts them.
+
+``disruption(plans, reboot_reasons, os_reasons)``
+    The reasons a node must be drained and rolled in a batch: every sentence of
+    the ``disruption`` list of each role's plan (``<role>_plan``, registered by
+    ``roles/<role>/tasks/plan.yml``), then the reboot reasons already pending,
+    then the operating system's own (``gpudirect_reboot_os_reasons``). Empty:
+    the node's changes run with every other such node at once, undrained.
+
+``reboot_disruption(reboot_reasons, os_reasons)``
+    The reboot part alone, for nodes whose undrained stages asked for a reboot
+    after the plan pass (playbooks/reboot_gate.yml).
+
+``changes(plans)``
+    What the deciding roles would change, each sentence naming its role, for
+    the plan pass's per-node line.
+
+``batch(value)`` / ``max_fail_percentage(value)``
+    The knobs ``gpudirect_rolling_batch`` (the play's ``serial``: a number of
+    nodes, or a percentage of the nodes to disrupt such as ``"10%"``) and
+    ``gpudirect_rolling_max_fail_percentage`` (0-100), checked and normalised.
+
+``play_setting(hosts, hostvars, knob)``
+    One value of a batch knob for the whole play: ``serial`` and
+    ``max_fail_percentage`` are play keywords, which Ansible templates without
+    inventory variables, so site.yml reads the knob from the nodes of the play;
+    nodes that disagree are an error naming them.
+
+Bad input raises ``ValueError`` with a message that names the knob or the role.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The roles whose read-only plan (tasks/plan.yml, fact <role>_plan) the plan pass
+# runs, in the order the install stages apply them.
+PLANNED_ROLES = ("mlnx_ofed", "nvidia_driver", "gpudirect_peermem", "pcie_acs")
+
+DEFAULTS = {
+    "gpudirect_rolling_batch": 1,
+    "gpudirect_rolling_max_fail_percentage": 0,
+}
+
+_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
+
+
+def _sentences(value, what):
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError("%s must be a list of sentences, got %s %r" % (what, type(value).__name__, value))
+    out = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise ValueError("%s[%d] must be a non-empty sentence, got %r" % (what, index, item))
+        out.append(item.strip())
+    return out
+
+
+def _check_plans(plans):
+    """Every planned role, and no other, maps to a plan result (a mapping)."""
+    if not isinstance(plans, dict):
+        raise ValueError("the plans must be a mapping of role name to its <role>_plan, got %s" % type(plans).__name__)
+    unknown = sorted(set(plans) - set(PLANNED_ROLES))
+    if unknown:
+        raise ValueError("no plan is expected from %s; planned roles: %s" % (", ".join(unknown), ", ".join(PLANNED_ROLES)))
+    for role in PLANNED_ROLES:
+        plan = plans.get(role)
+        if not isinstance(plan, dict):
+            raise ValueError("%s_plan is %s: roles/%s/tasks/plan.yml must register the fact %s_plan "
+                             "(a mapping with 'changes' and 'disruption' lists)"
+                             % (role, "missing" if plan is None else "a " + type(plan).__name__, role, role))
+
+
+def disruption(plans, reboot_reasons=None, os_reasons=None):
+    """Reasons (list of str) the node needs a disruptive change; [] when none.
+
+    ``plans`` maps each role of PLANNED_ROLES to its ``<role>_plan`` result
+    (None when the plan did not register one: an error, since every planned
+    role must have said what it would do). Each reason names its source, e.g.
+    ``"nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15"``.
+    """
+    _check_plans(plans)
+    reasons = []
+    for role in PLANNED_ROLES:
+        plan = plans[role]
+        if "disruption" not in plan:
+            raise ValueError("%s_plan has no 'disruption' list: the plan must say what would interrupt "
+                             "running jobs (an empty list when nothing would)" % role)
+        reasons.extend("%s: %s" % (role, s) for s in _sentences(plan["disruption"], role + "_plan.disruption"))
+    return _unique(reasons + reboot_disruption(reboot_reasons, os_reasons))
+
+
+def reboot_disruption(reboot_reasons=None, os_reasons=None):
+    """The reboots pending on the node, as disruption reasons: the stages' requests
+    (gpudirect_reboot_reasons), then the operating system's own reasons."""
+    reasons = ["reboot requested: %s" % r for r in _sentences(reboot_reasons, "gpudirect_reboot_reasons")]
+    reasons += ["reboot (operating system): %s" % r for r in _sentences(os_reasons, "the OS reboot reasons")]
+    return _unique(reasons)
+
+
+def _unique(items):
+    out = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def changes(plans):
+    """Every sentence of each plan's ``changes`` list, as "<role>: <sentence>", in stage order."""
+    _check_plans(plans)
+    out = []
+    for role in PLANNED_ROLES:
+        plan = plans[role]
+        if "changes" not in plan:
+            raise ValueError("%s_plan has no 'changes' list: the plan must say what the role would change "
+                             "(an empty list when the node is converged)" % role)
+        out.extend("%s: %s" % (role, s) for s in _sentences(plan["changes"], role + "_plan.changes"))
+    return out
+
+
+def batch(value):
+    """gpudirect_rolling_batch as the play's serial: an int >= 1 or "N%" with 1 <= N <= 100."""
+    if isinstance(value, bool):
+        raise ValueError("gpudirect_rolling_batch=%r must be a number of nodes (1 or more) or a percentage "
+                         "such as \"10%%\", not a boolean" % (value,))
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError("gpudirect_rolling_batch=%d must be 1 or more nodes (or a percentage such as \"10%%\")"
+                             % value)
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return batch(int(text))
+        match = _PERCENT.match(text)
+        if match:
+            percent = int(match.group(1))
+            if not 1 <= percent <= 100:
+                raise ValueError("gpudirect_rolling_batch=%r must be a percentage from 1%% to 100%%" % (value,))
+            return "%d%%" % percent
+    raise ValueError("gpudirect_rolling_batch=%r must be a number of nodes (1 or more) or a percentage "
+                     "such as \"10%%\"" % (value,))
+
+
+def max_fail_percentage(value):
+    """gpudirect_rolling_max_fail_percentage as an int from 0 to 100."""
+    if isinstance(value, bool):
+        raise ValueError("gpudirect_rolling_max_fail_percentage=%r must be a whole number from 0 to 100, "
+                         "not a boolean" % (value,))
+    number = value
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    if not isinstance(number, int) or not 0 <= number <= 100:
+        raise ValueError("gpudirect_rolling_max_fail_percentage=%r must be a whole number from 0 to 100 "
+                         "(0: any failed node stops the run before the next batch)" % (value,))
+    return number
+
+
+_CHECKS = {
+    "gpudirect_rolling_batch": batch,
+    "gpudirect_rolling_max_fail_percentage": max_fail_percentage,
+}
+
+
+def check(knob, value):
+    """The normalised value of one batch knob (ValueError naming the knob when bad)."""
+    if knob not in _CHECKS:
+        raise ValueError("%r is not a batch knob (%s)" % (knob, ", ".join(sorted(_CHECKS))))
+    return _CHECKS[knob](DEFAULTS[knob] if value is None else value)
+
+
+def play_setting(hosts, hostvars, knob):
+    """The one value of ``knob`` for the play over ``hosts`` (default when no host sets it).
+
+    ``hostvars`` maps a host name to its variables (Ansible's hostvars). Every host
+    must agree: a batch size is a property of the play, not of a node.
+    """
+    if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
+        raise ValueError("expected a list of host names, got %s" % type(hosts).__name__)
+    values = {}
+    for host in hosts:
+        variables = hostvars[host]
+        raw = variables[knob] if knob in variables else None
+        values.setdefault(check(knob, raw), []).append(str(host))
+    if not values:
+        return check(knob, None)
+    if len(values) > 1:
+        raise ValueError("%s differs between the nodes of the rolling play (%s): it sets the play's batches, "
+                         "so set it once for all of them (group_vars/all, or -e)"
+                         % (knob, "; ".join("%r on %s" % (v, ", ".join(h)) for v, h in values.items())))
+    return next(iter(values))

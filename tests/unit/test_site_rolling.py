@@ -1,0 +1,260 @@
+"""site.yml's play wiring (issue #13, #16): which nodes are left out, drained, rolled.
+
+The real playbooks (site.yml, playbooks/), filters and module_utils run with
+ansible-playbook over four local-connection nodes; the roles are stand-ins that
+log what they were asked to do (the roles themselves have their own tests), so
+these tests read the order of events: unchanged nodes are never staged, drained
+nor serialised; nodes whose plan disrupts nothing are staged undrained; the
+disruptive ones are drained and rolled one batch after the other and resumed only
+on a passed verification; a failed batch stops the run with the table of nodes
+left drained; a bad batch knob stops the run before any stage.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NODES = ("n1", "n2", "n3", "n4")
+
+LOG_TASK = """\
+- name: Log {event}
+  ansible.builtin.debug:
+    msg: "EVENT {{{{ inventory_hostname }}}} {event}"
+"""
+
+
+def _log(event):
+    return LOG_TASK.format(event=event)
+
+
+def _role(root, name, files):
+    for rel, text in files.items():
+        path = root / "roles" / name / "tasks" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("---\n" + textwrap.dedent(text))
+
+
+def _project(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(os.path.join(ROOT, "site.yml"), root / "site.yml")
+    for part in ("playbooks", "filter_plugins", "module_utils"):
+        shutil.copytree(os.path.join(ROOT, part), root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "action_plugins").mkdir()
+    (root / "action_plugins" / "gpudirect_facts.py").write_text(textwrap.dedent("""\
+        # stand-in for library/gpudirect_facts.py: the OS reboot reasons the inventory gives the node
+        from ansible.plugins.action import ActionBase
+
+
+        class ActionModule(ActionBase):
+            def run(self, tmp=None, task_vars=None):
+                reasons = list((task_vars or {}).get("stub_os_reasons", []))
+                return {"changed": False, "ansible_facts": {"gpudirect": {"kernel": {"reboot_reasons": reasons}}}}
+        """))
+    _role(root, "gpudirect_state", {
+        "main.yml": _log("state_check") + textwrap.dedent("""\
+            - name: Group an unchanged node
+              ansible.builtin.group_by:
+                key: gpudirect_unchanged
+              changed_when: false
+              when: stub_unchanged | default(false)
+            """),
+        "record.yml": _log("record"),
+        "forget.yml": _log("forget"),
+    })
+    _role(root, "gpudirect_preflight", {"main.yml": _log("preflight")})
+    for name in ("mlnx_ofed", "nvidia_driver", "gpudirect_peermem", "pcie_acs"):
+        _role(root, name, {
+            "plan.yml": _log("plan " + name) + textwrap.dedent("""\
+                - name: Register the plan
+                  ansible.builtin.set_fact:
+                    {name}_plan:
+                      changes: "{{{{ stub_changes | default({{}}) | dict2items | selectattr('key', 'eq', '{name}') | map(attribute='value') | first | default([]) }}}}"
+                      disruption: "{{{{ stub_disrupt | default({{}}) | dict2items | selectattr('key', 'eq', '{name}') | map(attribute='value') | first | default([]) }}}}"
+                """).format(name=name),
+            "main.yml": _log(name),
+        })
+    for name in ("os_release_pin", "gpudirect_dkms"):
+        _role(root, name, {"main.yml": _log(name)})
+    _role(root, "host_prereqs", {"main.yml": _log("host_prereqs") + textwrap.dedent("""\
+        - name: Ask for a reboot, as the iommu=pt knob does
+          ansible.builtin.set_fact:
+            gpudirect_reboot_reasons: ["host_prereqs: the running kernel lacks iommu=pt"]
+          when: stub_stage_reboot | default(false)
+        """)})
+    _role(root, "gpudirect_reboot", {"main.yml": _log("reboot") + textwrap.dedent("""\
+        - name: A reboot satisfies every reason
+          ansible.builtin.set_fact:
+            gpudirect_reboot_reasons: []
+        """)})
+    _role(root, "gpudirect_verify", {"main.yml": _log("verify") + textwrap.dedent("""\
+        - name: The verdict
+          ansible.builtin.set_fact:
+            gpudirect_verify_status: "{{ stub_verify | default('passed') }}"
+        - name: Fail when it did not pass
+          ansible.builtin.fail:
+            msg: "stub verification {{ gpudirect_verify_status }}"
+          when: gpudirect_verify_status != 'passed'
+        """)})
+    _role(root, "gpudirect_drain", {
+        "lock.yml": _log("lock"),
+        "unlock.yml": _log("unlock"),
+        "drain.yml": _log("drain"),
+        "failed.yml": _log("failed") + textwrap.dedent("""\
+            - name: Record the failure
+              ansible.builtin.set_fact:
+                stub_failure: "{{ ansible_failed_result.msg | default('?') }}"
+            """),
+        "resume.yml": """\
+            - name: Resume on proof only
+              ansible.builtin.include_tasks:
+                file: "{{ 'resume_passed.yml' if gpudirect_verify_status | default('') == 'passed'
+                          and stub_failure is not defined else 'keep.yml' }}"
+            """,
+        "resume_passed.yml": _log("resume"),
+        "keep.yml": _log("left_drained") + textwrap.dedent("""\
+            - name: Record the node left drained
+              ansible.builtin.set_fact:
+                gpudirect_drain_left_drained: {reason: "verification {{ gpudirect_verify_status | default('did not run') }}",
+                                               resume_command: "scontrol update nodename={{ inventory_hostname }} state=resume"}
+            """),
+        "report.yml": """\
+            - name: Log the table
+              ansible.builtin.debug:
+                msg: "EVENT report {{ __left | join(',') }}"
+              run_once: true
+              vars:
+                __left: "{{ groups['gpu_nodes'] | select('in', hostvars) | map('extract', hostvars)
+                            | selectattr('gpudirect_drain_left_drained', 'defined') | map(attribute='inventory_hostname') | list }}"
+            - name: Fail a node left drained or failed
+              ansible.builtin.fail:
+                msg: "left drained"
+              when: gpudirect_drain_left_drained is defined or stub_failure is defined
+            """,
+    })
+    (root / "ansible.cfg").write_text(textwrap.dedent("""\
+        [defaults]
+        roles_path = roles
+        action_plugins = action_plugins
+        module_utils = module_utils
+        filter_plugins = filter_plugins
+        forks = 4
+        gathering = explicit
+        retry_files_enabled = false
+        """))
+    return root
+
+
+def _run(root, hostvars, extra=None):
+    lines = ["all:", "  children:", "    gpu_nodes:", "      hosts:"]
+    for node in NODES:
+        lines.append("        %s: %s" % (node, dict(hostvars.get(node, {}), ansible_connection="local",
+                                                   ansible_python_interpreter=sys.executable, ansible_become=False)))
+    (root / "hosts.yml").write_text("\n".join(lines) + "\n")
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "hosts.yml", "site.yml"]
+    for key, value in (extra or {}).items():
+        argv += ["-e", "%s=%s" % (key, value)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    events = [(m.group(1), m.group(2)) for m in re.finditer(r'"msg": "EVENT (\S+) ?(.*)"', proc.stdout)]
+    return proc, events
+
+
+def _of(events, node):
+    return [event for host, event in events if host == node]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return _project(tmp_path_factory.mktemp("site"))
+
+
+FLEET = {
+    "n1": {"stub_unchanged": True},
+    "n2": {"stub_changes": {"gpudirect_peermem": ["enable gpudirect-nvidia-peermem.service"]}},
+    "n3": {"stub_disrupt": {"mlnx_ofed": ["openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0"]}},
+    "n4": {"stub_os_reasons": ["/run/reboot-required exists (packages: libc6)"]},
+}
+
+
+def test_unchanged_nodes_are_only_verified_and_disruptive_ones_rolled_one_at_a_time(project):
+    proc, events = _run(project, FLEET)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # unchanged: the state check and the proof, nothing else; never drained
+    assert _of(events, "n1") == ["state_check", "verify"]
+    # changed, nothing disruptive: every stage at once, undrained, verified and recorded
+    n2 = _of(events, "n2")
+    assert "drain" not in n2 and "lock" not in n2 and "reboot" not in n2
+    assert n2[-2:] == ["verify", "record"] and "mlnx_ofed" in n2 and "pcie_acs" in n2
+    # disruptive: lock, drain, stages, reboot, verify, resume, record, unlock, in that order
+    for node in ("n3", "n4"):
+        mine = _of(events, node)
+        staged = mine[mine.index("lock"):]
+        assert staged[:2] == ["lock", "drain"], mine
+        assert staged.index("mlnx_ofed") < staged.index("pcie_acs") < staged.index("reboot") < staged.index("verify")
+        assert staged[staged.index("verify"):] == ["verify", "resume", "record", "unlock"]
+    # batches of one, in the order of the node names: n4's batch starts after n3's ended
+    order = [host + " " + event for host, event in events]
+    assert order.index("n3 unlock") < order.index("n4 lock")
+    # every other node was done before the first drain
+    assert order.index("n2 record") < order.index("n3 lock")
+    assert "n3: disruptive, so drained and rolled in batches" in proc.stdout
+    assert "reboot (operating system): /run/reboot-required exists (packages: libc6)" in proc.stdout
+    # the table of nodes left drained ends the run: none
+    assert events[-1] == ("report", "")
+
+
+def test_a_failed_verification_leaves_the_node_drained_and_stops_before_the_next_batch(project):
+    fleet = dict(FLEET, n3=dict(FLEET["n3"], stub_verify="failed"))
+    proc, events = _run(project, fleet)
+    assert proc.returncode != 0
+    n3 = _of(events, "n3")
+    assert "resume" not in n3 and "record" not in n3
+    assert n3[n3.index("verify"):] == ["verify", "forget", "failed", "left_drained", "unlock"]
+    assert ("report", "n3") in events
+    # max_fail_percentage 0: n4's batch never started
+    assert "lock" not in _of(events, "n4") and "drain" not in _of(events, "n4")
+    # the nodes outside the rolling play were done before it
+    assert _of(events, "n2")[-1] == "record"
+
+
+def test_a_batch_knob_lets_the_run_go_on_and_the_table_ends_it(project):
+    fleet = dict(FLEET, n3=dict(FLEET["n3"], stub_verify="not_proven"))
+    proc, events = _run(project, fleet, {"gpudirect_rolling_max_fail_percentage": 50,
+                                         "gpudirect_rolling_batch": "100%"})
+    assert proc.returncode != 0
+    # one batch of two (100% of the two nodes to disrupt): both drained before either is verified;
+    # one failed node of two is not more than 50%, so the run goes on to its end
+    order = [host + " " + event for host, event in events]
+    assert max(order.index("n3 drain"), order.index("n4 drain")) < min(order.index("n3 verify"), order.index("n4 verify"))
+    assert "resume" in _of(events, "n4") and "left_drained" in _of(events, "n3")
+    assert events[-1] == ("report", "n3")
+
+
+def test_a_node_whose_stage_asked_for_a_reboot_is_rebooted_only_in_the_rolling_play(project):
+    fleet = dict(FLEET, n2=dict(FLEET["n2"], stub_stage_reboot=True))
+    proc, events = _run(project, fleet)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    n2 = _of(events, "n2")
+    first_verify = n2.index("verify")
+    assert n2.index("host_prereqs") < n2.index("lock") < n2.index("drain") < n2.index("reboot") < first_verify
+    assert n2.count("verify") == 1 and n2[-3:] == ["resume", "record", "unlock"]
+    assert "its stages asked for a reboot" in proc.stdout
+
+
+@pytest.mark.parametrize("knob, value, message", [
+    ("gpudirect_rolling_batch", 0, "gpudirect_rolling_batch=0 must be 1 or more nodes"),
+    ("gpudirect_rolling_max_fail_percentage", 101, "gpudirect_rolling_max_fail_percentage='101' must be a whole number"),
+])
+def test_a_bad_batch_knob_stops_the_run_before_any_stage(project, knob, value, message):
+    proc, events = _run(project, FLEET, {knob: value})
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    staged = {event for _, event in events} - {"state_check", "preflight"}
+    assert staged == set(), events
