@@ -35,9 +35,25 @@ Example::
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import sys
 
 from ansible.errors import AnsibleFilterError
+
+
+def _load_module_util(name):
+    """Import module_utils/<name>.py by path: Ansible loads filter files by path, not as a
+    package. Kept in sys.modules, so every filter file shares one copy of each."""
+    key = "_gpudirect_module_utils_" + name
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            key, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[key] = module
+    return sys.modules[key]
 
 # CSI escape sequences, e.g. the underline nvidia-smi puts around its header
 # ("\x1b[4m" ... "\x1b[0m") when it believes it writes to a terminal.
