@@ -183,7 +183,10 @@ def play_setting(hosts, hostvars, knob):
         raise ValueError("expected a list of host names, got %s" % type(hosts).__name__)
     values = {}
     for host in hosts:
-        variables = hostvars[host]
+        try:
+            variables = hostvars[host]
+        except KeyError:  # ansible-playbook --syntax-check templates play keywords without host variables
+            continue
         raw = variables[knob] if knob in variables else None
         values.setdefault(check(knob, raw), []).append(str(host))
     if not values:

@@ -238,7 +238,7 @@ STAGE_HOSTS = {
 
 # Read by roles/gpudirect_verify until the loopback rework removes it (issue #16);
 # nothing else may read the retired fact.
-RETIRED_FACT_READERS = {os.path.join("roles", "gpudirect_verify", "tasks", "loopback.yml")}
+RETIRED_FACT_READERS = set()
 
 
 def test_each_stage_play_targets_its_groups_and_no_copied_shortcut_is_left():
@@ -279,3 +279,11 @@ def test_the_rolling_play_batches_by_the_knobs_and_the_site_ends_with_it():
     assert imported[-1] == "playbooks/rolling.yml"
     # site.yml reboots only in the rolling play, drained
     assert "playbooks/reboot.yml" not in imported
+
+
+def test_every_planned_role_has_its_plan_entry_point():
+    # playbooks/plan.yml includes tasks_from: plan of each; argument specs validate it
+    for role in rolling.PLANNED_ROLES:
+        assert os.path.isfile(os.path.join(ROOT, "roles", role, "tasks", "plan.yml")), role
+        with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as handle:
+            assert "plan" in yaml.safe_load(handle)["argument_specs"], role
