@@ -3,8 +3,10 @@
 #   static   yamllint --strict, ansible-lint (production profile, offline),
 #            ansible-playbook --syntax-check of every playbook
 #   unit     pytest on modules and filters with real captured outputs
-#   container Molecule scenarios `default` (site.yml) and `os_release_pin`
-#            (pin, unpin, validation) on podman systemd nodes
+#   container Molecule scenarios `default` (site.yml), `os_release_pin`
+#            (pin, unpin, validation) and `rolling` (four nodes, a fake
+#            scheduler: batches, drain, resume only on proof) on podman
+#            systemd nodes
 #   vm       Molecule scenarios `rdma` (one qemu VM with Debian's kernel: a
 #            wrong-order install repaired, a reboot), `kernel_update` (the
 #            rdma scenario's converged node, saved, updated to the next kernel
@@ -53,7 +55,7 @@ scenarios() {
   for s in "$@"; do scenario "$s" || rc=1; done
   return $rc
 }
-stage_container() { scenarios default os_release_pin; }
+stage_container() { scenarios default os_release_pin rolling; }
 # rdma first: kernel_update starts from the node it saves (else converges its own)
 stage_vm() { scenarios rdma kernel_update pair; }
 
