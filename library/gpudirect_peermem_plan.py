@@ -192,8 +192,14 @@ from ansible.module_utils.gpudirect_peermem import Host, PeermemError, plan, pro
 
 
 def make_host(module):
-    """The live host, its commands run list-form in the C locale."""
-    return Host(lambda argv: module.run_command(argv, environ_update=dict(C_LOCALE)))
+    """The live host, its commands run list-form in the C locale. A tool the node lacks
+    (a minimal image without kmod's modinfo) answers like a failed command, rc 127 and
+    its name on stderr, instead of ending the module."""
+    def run(argv):
+        if module.get_bin_path(argv[0]) is None:
+            return 127, "", "%s: not found on this node" % argv[0]
+        return module.run_command(argv, environ_update=dict(C_LOCALE))
+    return Host(run)
 
 
 def main():

@@ -441,3 +441,28 @@ def test_documentation_parses_and_covers_options_and_results(run_module, monkeyp
     monkeypatch.setattr(gpudirect_peermem_plan, "make_host", lambda module: gpu_node_host())
     out = run_module(gpudirect_peermem_plan, {"facts": h100})
     assert set(out) - {"changed", "invocation"} == set(returned)
+
+
+class _NoKmodModule:
+    """An AnsibleModule on a node without kmod (the lent H100 node has no modinfo: its
+    first capture with the plan module failed with run_command's 'Error executing command')."""
+
+    def __init__(self):
+        self.ran = []
+
+    @staticmethod
+    def get_bin_path(name, *args, **kwargs):
+        return None if name == "modinfo" else "/usr/bin/" + name
+
+    def run_command(self, argv, **kwargs):
+        self.ran.append(argv)
+        return 0, "", ""
+
+
+def test_a_missing_tool_answers_like_a_failed_command_not_a_module_failure():
+    module = _NoKmodModule()
+    host = gpudirect_peermem_plan.make_host(module)
+    assert host.run(["modinfo", "-k", "6.8.0", "-n", "nvidia_peermem"]) == (
+        127, "", "modinfo: not found on this node")
+    assert module.ran == []
+    assert host.run(["ldconfig", "-p"])[0] == 0 and module.ran == [["ldconfig", "-p"]]

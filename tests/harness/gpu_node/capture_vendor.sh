@@ -27,7 +27,9 @@ sec() { printf '\n=== %s\n' "$*"; }
   sec "lspci -vvv ACS/link of NVIDIA GPU and its bridges"; lspci -vvv -d 10de: 2>&1 | grep -E '^[0-9a-f]|LnkCap:|LnkSta:|ACS' | head -40
   sec "mokutil --sb-state"; mokutil --sb-state 2>&1
   sec "efivars SecureBoot/SetupMode"; ls /sys/firmware/efi 2>&1 | head; for v in /sys/firmware/efi/efivars/SecureBoot-* /sys/firmware/efi/efivars/SetupMode-*; do [ -e "$v" ] && { echo "$v"; od -An -tx1 "$v"; }; done
-  sec "keyrings"; cat /proc/keys 2>&1 | grep -Ei 'platform|machine|builtin|secondary|\.blacklist' | head
+  sec "keyrings"; cat /proc/keys 2>&1 | grep -Ei 'platform|machine|builtin|secondary|\.blacklist|asymmetri' | head -40
+  sec "kernel lockdown, module.sig_enforce"; cat /sys/kernel/security/lockdown 2>&1; cat /sys/module/module/parameters/sig_enforce 2>&1
+  sec "keyctl list %:.platform / %:.builtin_trusted_keys"; keyctl list %:.platform 2>&1 | head -20; keyctl list %:.builtin_trusted_keys 2>&1 | head -20
   sec "ulimit -l (this shell), limits.conf, systemd DefaultLimitMEMLOCK"
   ulimit -l; ulimit -Hl; grep -rhs memlock /etc/security/limits.conf /etc/security/limits.d/ | grep -v '^#'
   systemctl show -p DefaultLimitMEMLOCK -p DefaultLimitMEMLOCKSoft 2>&1; cat /proc/1/limits 2>&1 | grep -i lock

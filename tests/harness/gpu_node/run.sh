@@ -2,6 +2,7 @@
 # GPU-node tier: run the project's read-only stages on a real GPU server with a
 # local connection. The node has no network, so ansible-core comes as wheels
 # (made by tests/harness/gpu_node/wheels.sh on the controller and carried).
+# Carry .cache/device-wheels and .cache/device-collections (both from wheels.sh).
 # Writes what it saw under $OUT (default ./gpu-node-out):
 #   gpudirect_facts.json   the facts module's result (kept as a unit-test fixture)
 #   preflight.log          playbooks/preflight.yml, normal run
@@ -22,6 +23,10 @@ pip_python=python3
 python3 -m pip --version >/dev/null 2>&1 || pip_python=$(ls /opt/*/.venv/bin/python 2>/dev/null | head -1)
 "$pip_python" -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/ansible-site "$WHEELS"/*.whl || exit 1
 export PYTHONPATH=/tmp/ansible-site
+# community.general (modprobe) comes as a copied collection (wheels.sh)
+COLLECTIONS=${COLLECTIONS:-.cache/device-collections}
+[[ -d $COLLECTIONS/ansible_collections/community/general ]] || { echo "no community.general under $COLLECTIONS: run tests/harness/gpu_node/wheels.sh"; exit 1; }
+export ANSIBLE_COLLECTIONS_PATH=$(cd "$COLLECTIONS" && pwd)
 # Modules run with the node's own Python, as on any server (the first python3 on PATH
 # may be a venv without the distribution's python3-apt, which apt and package_facts need).
 node_python=/usr/bin/python3; [[ -x $node_python ]] || node_python=$(command -v python3)
