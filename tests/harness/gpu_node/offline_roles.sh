@@ -69,9 +69,10 @@ stage pcie_acs check 0 -- $R -e harness_role=pcie_acs -e pcie_acs_state=disabled
 
 stage mlnx_ofed check 0 -- $R -e harness_role=mlnx_ofed -e mlnx_ofed_method=inbox --check
 
-# Every stage runs in check mode up to the verification, whose build-package step asks apt,
-# which simulates only through python3-apt (absent here, and not installable offline).
-stage site.yml check 2 "python3-apt must be installed to use check mode" -- site.yml --check \
+# Every stage runs in check mode, the verification included: it names the build packages it
+# would install (read from dpkg, no apt simulation needed) and says it would fail (no NIC here);
+# check mode reports that in the table and does not fail the node, as on any node.
+stage site.yml check 0 -- site.yml --check \
   -e gpudirect_preflight_require_rdma_nic=false \
   -e nvidia_driver_repo_base_url=file:///nonexistent/cuda -e mlnx_ofed_method=inbox
 
