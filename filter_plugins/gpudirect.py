@@ -35,25 +35,18 @@ Example::
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
 
 from ansible.errors import AnsibleFilterError
+import ansible.module_utils
 
+# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
+# path and ships module_utils only to modules): the same file, one implementation.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-def _load_module_util(name):
-    """Import module_utils/<name>.py by path: Ansible loads filter files by path, not as a
-    package. Kept in sys.modules, so every filter file shares one copy of each."""
-    key = "_gpudirect_module_utils_" + name
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            key, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[key] = module
-    return sys.modules[key]
 
 # CSI escape sequences, e.g. the underline nvidia-smi puts around its header
 # ("\x1b[4m" ... "\x1b[0m") when it believes it writes to a terminal.
@@ -78,7 +71,7 @@ _NIC_LEGEND_ENTRY = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*")
 _NOT_AVAILABLE = "N/A"
 
 
-_topology = _load_module_util("gpudirect_topology")
+from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
 # SOC: the name older drivers printed for SYS
 _OLD_NAMES = {"SOC": "SYS"}
 _NVLINK_CLASS = re.compile(r"NV\d+")

@@ -16,7 +16,6 @@ these filters only call them from the controller:
 """
 
 import getpass
-import importlib.util
 import multiprocessing
 import os
 import socket
@@ -25,16 +24,15 @@ import sys
 from ansible.errors import AnsibleFilterError
 
 
-def _load_module_util(name):
-    """Import one of the project's module_utils by path (ONE implementation of each decision)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py")
-    spec = importlib.util.spec_from_file_location("_gpudirect_module_utils_" + name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import ansible.module_utils
 
+# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
+# path and ships module_utils only to modules): the same file, one implementation.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-_lock = _load_module_util("gpudirect_lock")
+from ansible.module_utils import gpudirect_lock as _lock  # noqa: E402
 
 
 def _playbooks(argv):

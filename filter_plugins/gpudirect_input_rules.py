@@ -6,22 +6,20 @@ The rules live in ``module_utils/gpudirect_input_rules.py`` (one implementation,
 also used by the unit tests); this file loads it by path, as Ansible loads filters.
 """
 
-import importlib.util
 import os
 
 from ansible.errors import AnsibleFilterError
 
 
-def _load_rules():
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "module_utils", "gpudirect_input_rules.py")
-    spec = importlib.util.spec_from_file_location("_gpudirect_input_rules", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import ansible.module_utils
 
+# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
+# path and ships module_utils only to modules): the same file, one implementation.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-_RULES = _load_rules()
+from ansible.module_utils import gpudirect_input_rules as _RULES  # noqa: E402
 
 
 def _plain(value):

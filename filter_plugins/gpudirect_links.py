@@ -5,16 +5,19 @@ there); this file loads it by path, since filters run on the controller where th
 project's module_utils are not a package.
 """
 
-import importlib.util
 import os
 
 from ansible.errors import AnsibleFilterError
 
-_spec = importlib.util.spec_from_file_location(
-    "_gpudirect_links_module_util",
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "gpudirect_links.py"))
-_links = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_links)
+import ansible.module_utils
+
+# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
+# path and ships module_utils only to modules): the same file, one implementation.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import gpudirect_links as _links  # noqa: E402
 
 
 def gpudirect_degraded_links(facts, mode="warn"):

@@ -23,19 +23,18 @@ def _load_sibling(name):
     return module
 
 
-def _load_module_util(name):
-    """Import one of the project's module_utils by path (ONE implementation of each decision)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py")
-    spec = importlib.util.spec_from_file_location("_gpudirect_module_utils_" + name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import ansible.module_utils
 
+# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
+# path and ships module_utils only to modules): the same file, one implementation.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 gpudirect_distance_verdict = _load_sibling("gpudirect").gpudirect_distance_verdict
-_limits = _load_module_util("gpudirect_limits")
+from ansible.module_utils import gpudirect_limits as _limits  # noqa: E402
 
-_topology = _load_module_util("gpudirect_topology")
+from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
 
 
 def _distance_rank(distance):

@@ -14,22 +14,20 @@
 Bad input raises ``AnsibleFilterError`` with the message of the decision.
 """
 
-import importlib.util
 import os
 
 from ansible.errors import AnsibleFilterError
 
 
-def _load_rolling():
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "module_utils", "gpudirect_rolling.py")
-    spec = importlib.util.spec_from_file_location("_gpudirect_rolling", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import ansible.module_utils
 
+# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
+# path and ships module_utils only to modules): the same file, one implementation.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-_ROLLING = _load_rolling()
+from ansible.module_utils import gpudirect_rolling as _ROLLING  # noqa: E402
 
 
 def gpudirect_plan_disruption(plans, reboot_reasons=None, os_reasons=None):

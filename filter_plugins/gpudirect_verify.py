@@ -30,19 +30,17 @@ import os
 from ansible.errors import AnsibleFilterError
 
 
-def _load_module_util(name):
-    """Import ``module_utils/<name>.py`` of this repository by path (filters run on the
-    controller, where the project's module_utils are not a package)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", name + ".py")
-    spec = importlib.util.spec_from_file_location("_gpudirect_verify_" + name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import ansible.module_utils
 
+# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
+# path and ships module_utils only to modules): the same file, one implementation.
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-_coverage = _load_module_util("gpudirect_coverage")
-_packages = _load_module_util("gpudirect_loopback_packages")
-_topology = _load_module_util("gpudirect_topology")
+from ansible.module_utils import gpudirect_coverage as _coverage  # noqa: E402
+from ansible.module_utils import gpudirect_loopback_packages as _packages  # noqa: E402
+from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
 
 
 def _load_sibling(name):

@@ -28,23 +28,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import importlib.util
-import os
 
-try:
-    from ansible.module_utils.gpudirect_pci import normalize_pci_address, pci_address_key
-    from ansible.module_utils import gpudirect_topology as _topology
-except ImportError:  # loaded by path from a filter plugin on the controller
-    def _sibling(name):
-        spec = importlib.util.spec_from_file_location(
-            "_gpudirect_%s_for_coverage" % name, os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    _pci = _sibling("gpudirect_pci")
-    normalize_pci_address, pci_address_key = _pci.normalize_pci_address, _pci.pci_address_key
-    _topology = _sibling("gpudirect_topology")
+from ansible.module_utils.gpudirect_pci import normalize_pci_address, pci_address_key
+from ansible.module_utils import gpudirect_topology as _topology
 
 COVERAGES = ("nearest", "all", "one")
 UNKNOWN_RANK = len(_topology.DISTANCE_CLASSES)

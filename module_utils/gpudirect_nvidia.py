@@ -18,18 +18,9 @@ An id in neither fails: the toolkit does not guess a flavour or a branch.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
 
-try:
-    from ansible.module_utils.gpudirect_nvidia_gpus import DRIVER as TABLE_DRIVER, GPUS as TABLE_GPUS
-except ImportError:  # loaded by path from a filter plugin: the table sits next to this file
-    _SPEC = importlib.util.spec_from_file_location(
-        "_gpudirect_nvidia_gpus", os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpudirect_nvidia_gpus.py"))
-    _TABLE = importlib.util.module_from_spec(_SPEC)
-    _SPEC.loader.exec_module(_TABLE)
-    TABLE_DRIVER, TABLE_GPUS = _TABLE.DRIVER, _TABLE.GPUS
+from ansible.module_utils.gpudirect_nvidia_gpus import DRIVER as TABLE_DRIVER, GPUS as TABLE_GPUS
 
 
 class NvidiaDecisionError(ValueError):
