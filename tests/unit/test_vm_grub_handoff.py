@@ -125,6 +125,16 @@ def test_reboots_do_not_pile_up_entry_arguments_and_a_removed_grub_restores_the_
     assert _arg(third, "-kernel") == str(rd / "boot" / "vmlinuz")
 
 
+def test_grub_variables_and_quiet_stay_off_the_command_line(vm, tmp_path):
+    """`$vt_handoff` (Ubuntu's 10_linux) is GRUB's to expand; quiet would blind the stall watch."""
+    cfg = _fixture("debian12-grub.cfg").replace("ro  quiet\n", "ro  quiet splash $vt_handoff\n", 1)
+    rd = tmp_path / "run"
+    rd.mkdir()
+    _handoff(rd, tmp_path, cfg)
+    new = vm.boot_entry(rd, _qemu(rd))
+    assert _arg(new, "-append") == f"BOOT_IMAGE=/boot/vmlinuz-{NEW} root=/dev/vda ro splash {HARNESS_APPEND}"
+
+
 @pytest.mark.parametrize("cfg,why", [
     ("menuentry 'Debian GNU/Linux' {\n\tlinux\t/boot/vmlinuz-%s root=/dev/vda ro\n" % OLD, "unbalanced braces"),
     ("# nothing generated\n", "no menuentry"),

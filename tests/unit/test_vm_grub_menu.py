@@ -217,3 +217,20 @@ def test_the_toolkit_reads_the_same_entry(tmp_path, cfg, env):
     assert toolkit["image"] == harness.kernel
     assert toolkit["args"] == harness.args
     assert toolkit["title"] == " > ".join(harness.path)
+
+
+def test_a_quoted_apostrophe_in_a_title_as_grub_mkconfig_quotes_it():
+    """grub_quote writes ' as '\\'' inside a single-quoted title."""
+    cfg = _text("debian12-grub-saved.cfg").replace(
+        "'Debian GNU/Linux, with Linux %s'" % OLD, "'Debian GNU/Linux, with Linux %s (it'\\''s old)'" % OLD)
+    choice = gm.choose(cfg, _grubenv(saved_entry="%s>Debian GNU/Linux, with Linux %s (it's old)" % (SUBMENU, OLD)))
+    assert choice.kernel == "/boot/vmlinuz-" + OLD and choice.notes == []
+    assert choice.path[-1] == "Debian GNU/Linux, with Linux %s (it's old)" % OLD
+
+
+@pytest.mark.parametrize("command", ["linuxefi", "linux16"])
+def test_the_other_linux_loaders_count_as_the_entrys_kernel(command):
+    cfg = _text("debian12-grub.cfg").replace("\tlinux\t/boot/vmlinuz-%s" % NEW, "\t%s\t/boot/vmlinuz-%s" % (command, NEW), 1)
+    cfg = cfg.replace("\tinitrd\t/boot/initrd.img-%s" % NEW, "\tinitrdefi\t/boot/initrd.img-%s" % NEW, 1)
+    choice = gm.choose(cfg)
+    assert choice.kernel == "/boot/vmlinuz-" + NEW and choice.initrd == ["/boot/initrd.img-" + NEW]
