@@ -13,7 +13,7 @@ faster than qemu's in-process reset (measured: 105 s vs 249 s to ssh on a
 loaded 2-core host). A guest power-off or panic ends the VM. --warm-reboot
 keeps qemu's own reset.
 
-    vm.py start NAME --ssh-port P [--pair-net PORT --pair-role listen|connect
+    vm.py start NAME --ssh-port P [--pair-net PORT --pair-role listen|connect|mcast
                                    --pair-mac MAC [--pair-ip ADDR/PREFIX]] [--mem 2048]
     vm.py wait-ssh NAME [--timeout 600]
     vm.py info NAME           # molecule instance_config entry as JSON
@@ -56,6 +56,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("GPUDIRECT_CACHE") or Path.home() / ".cache" / "gpudirect-rdma") / "vm"
 QEMU = os.environ.get("GPUDIRECT_QEMU", "qemu-system-x86_64")
+# multicast group of --pair-role mcast (the port, --pair-net, tells segments apart)
+PAIR_MCAST_GROUP = "230.0.0.1"
 PROJECT = HERE.parents[2]
 # What a converged test node is made of: a saved disk is valid only while these
 # files are unchanged (their content is hashed; see code_stamp).
@@ -210,6 +212,15 @@ def saved_disk_problem(saved: Path, img: Path) -> str | None:
 
 
 # ---------------------------------------------------------------- commands
+def pair_netdev(role: str, port: int) -> str:
+    """qemu -netdev of the pair NIC: listen/connect link two VMs over TCP on 127.0.0.1:PORT;
+    mcast puts every VM started with PORT on one L2 segment (each qemu joins the multicast
+    group on the host's loopback interface)."""
+    if role == "mcast":
+        return f"socket,id=net1,mcast={PAIR_MCAST_GROUP}:{port},localaddr=127.0.0.1"
+    return f"socket,id=net1,{'listen' if role == 'listen' else 'connect'}=127.0.0.1:{port}"
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     rd = run_dir(args, args.name)
     if rd.exists() and vm_alive(rd):
@@ -287,10 +298,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     else:
         qemu += ["-no-reboot"]
     if args.pair_net:
-        role = "listen" if args.pair_role == "listen" else "connect"
         qemu += [
             "-device", "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x5",
-            "-netdev", f"socket,id=net1,{role}=127.0.0.1:{args.pair_net}",
+            "-netdev", pair_netdev(args.pair_role, args.pair_net),
             "-device", f"virtio-net-pci,netdev=net1,bus=rp2,mac={args.pair_mac}",
         ]
     (rd / "qemu.argv.json").write_text(json.dumps(qemu))
@@ -668,7 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--image", help="image dir (default: build-image.sh output)")
     s.add_argument("--mac", help="main NIC MAC (default: derived from the name)")
     s.add_argument("--pair-net", type=int, metavar="SOCKETPORT", help="second NIC: qemu socket netdev on 127.0.0.1:PORT")
-    s.add_argument("--pair-role", choices=["listen", "connect"], default="listen")
+    s.add_argument("--pair-role", choices=["listen", "connect", "mcast"], default="listen",
+                   help="listen/connect: a link between two VMs; mcast: a segment shared by every VM on PORT")
     s.add_argument("--pair-mac")
     s.add_argument("--pair-ip", metavar="ADDR/PREFIX", help="static address of the pair NIC in the guest")
     s.add_argument("--append", action="append", help="extra kernel command line word (repeatable)")
