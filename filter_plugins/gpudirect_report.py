@@ -19,8 +19,8 @@ _MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-from ansible.module_utils import gpudirect_limits as _limits  # noqa: E402
 from ansible.module_utils.gpudirect_topo_matrix import gpudirect_distance_verdict  # noqa: E402
+from ansible.module_utils import gpudirect_limits as _limits  # noqa: E402
 
 from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
 
