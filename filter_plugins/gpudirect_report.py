@@ -8,21 +8,9 @@ RDMA performs well across PIX and PXB, usually well across PHB, and badly across
 NODE and SYS (measured there: ~10 GB/s PIX against ~2 GB/s SYS on 100 Gb/s RoCE).
 """
 
-import importlib.util
 import os
 
 from ansible.errors import AnsibleFilterError
-
-
-def _load_sibling(name):
-    """Import another filter file of this folder: Ansible loads each by path, not as a package."""
-    spec = importlib.util.spec_from_file_location("_gpudirect_filters_" + name,
-                                                  os.path.join(os.path.dirname(__file__), name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 import ansible.module_utils
 
 # The project's module_utils, importable here as on the nodes (Ansible loads filter files by
@@ -31,7 +19,7 @@ _MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-gpudirect_distance_verdict = _load_sibling("gpudirect").gpudirect_distance_verdict
+from ansible.module_utils.gpudirect_topo_matrix import gpudirect_distance_verdict  # noqa: E402
 from ansible.module_utils import gpudirect_limits as _limits  # noqa: E402
 
 from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402

@@ -24,7 +24,6 @@ registers the loop, whose ``results`` the record judges one by one. The role reg
 hides the module's own ``failed`` flag; the judgment therefore never relies on it.
 """
 
-import importlib.util
 import os
 
 from ansible.errors import AnsibleFilterError
@@ -42,18 +41,7 @@ from ansible.module_utils import gpudirect_coverage as _coverage  # noqa: E402
 from ansible.module_utils import gpudirect_loopback_packages as _packages  # noqa: E402
 from ansible.module_utils import gpudirect_ring as _ring  # noqa: E402
 from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
-
-
-def _load_sibling(name):
-    """Another filter file of this folder (Ansible loads each by path, not as a package)."""
-    spec = importlib.util.spec_from_file_location("_gpudirect_verify_filters_" + name,
-                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_topo_filters = _load_sibling("gpudirect")
+from ansible.module_utils import gpudirect_topo_matrix as _matrix  # noqa: E402
 
 PASSED, FAILED, NOT_PROVEN, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN = (
     "passed", "failed", "not_proven", "skipped", "would_run", "would_fail", "not_run")
@@ -304,8 +292,8 @@ def gpudirect_verify_topo_notes(topo_result, facts, pairs):
         return ["nvidia-smi topo -m exited %s (%s): the distances from sysfs were not cross-checked"
                 % (topo_result["rc"], (topo_result.get("stderr") or topo_result.get("stdout") or "").strip()[:200])]
     try:
-        topo = _topo_filters.nvidia_topo_matrix(topo_result.get("stdout") or "")
-    except AnsibleFilterError as exc:
+        topo = _matrix.nvidia_topo_matrix(topo_result.get("stdout") or "")
+    except _matrix.TopoMatrixError as exc:
         return ["nvidia-smi topo -m printed what the parser cannot read (%s): the distances from sysfs were not "
                 "cross-checked" % exc]
     return _topology.cross_check(topo, (facts or {}).get("gpus") or [], pairs or [])
