@@ -355,8 +355,6 @@ class Signing(object):
         if method == "sign_file" and not self.params["key"]:
             self.fail("action=sign with method=sign_file needs key (gpudirect_dkms_signing_key_path/_content)")
         dkms = self.module.get_bin_path("dkms") if method == "dkms" else None
-        if method == "dkms" and not dkms:
-            self.fail("method=dkms needs dkms on the node")
         changed_kernels = set()
         for kernel in kernels:
             built = chain_built_modules(self.params["dkms_tree"], self.params["chain"], kernel)
@@ -369,6 +367,9 @@ class Signing(object):
                         break
                 if first is None:
                     continue
+                if not dkms:
+                    self.fail("module %s for kernel %s must be rebuilt for DKMS to sign it, and dkms is not on "
+                              "the node" % (built[first]["module"], kernel))
                 packages = []
                 for item in built[first:]:
                     if (item["package"], item["version"]) not in packages:
