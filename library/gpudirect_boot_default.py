@@ -102,21 +102,10 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import read_text
 from ansible.module_utils.gpudirect_kernel import (
     C_LOCALE, GRUB_CFG, boot_hold_decision, default_boot_kernel, grub_entry_path, parse_grub_cfg,
-    render_hold_dropin, running_kernel)
-
-
-def _under(root, path):
-    return os.path.join(root, (path or "").lstrip("/"))
-
-
-def _read(path):
-    try:
-        with open(path, errors="replace") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
+    render_hold_dropin, running_kernel, under)
 
 
 class Boot:
@@ -125,13 +114,13 @@ class Boot:
         p = module.params
         self.root = p["root"]
         self.live = self.root == "/"
-        self.dropin = _under(self.root, p["dropin"])
-        self.record = _under(self.root, p["record"])
+        self.dropin = under(self.root, p["dropin"])
+        self.record = under(self.root, p["record"])
         self.update_grub = p["update_grub"]
         self.method = self._method()
 
     def _method(self):
-        if os.path.exists(_under(self.root, GRUB_CFG)) and os.path.exists(_under(self.root, self.update_grub)):
+        if os.path.exists(under(self.root, GRUB_CFG)) and os.path.exists(under(self.root, self.update_grub)):
             return "grub"
         if self.live and self.module.get_bin_path("grubby"):
             return "grubby"
@@ -146,7 +135,7 @@ class Boot:
     def run(self, argv, what):
         if not self.live:
             # tests: the command is a stand-in under root, run in root
-            argv = [_under(self.root, argv[0])] + list(argv[1:])
+            argv = [under(self.root, argv[0])] + list(argv[1:])
         rc, out, err = self.module.run_command(argv, environ_update=dict(C_LOCALE), cwd=self.root)
         if rc != 0:
             self.module.fail_json(msg="%s failed (rc %s): %s. Fix the boot loader configuration, then run "
@@ -157,7 +146,7 @@ class Boot:
         self.run([self.module.get_bin_path("grubby", required=True), "--set-default", "/boot/vmlinuz-%s" % release], what)
 
     def read_record(self):
-        text = _read(self.record)
+        text = read_text(self.record)
         if text is None:
             return None
         try:
@@ -192,7 +181,7 @@ def hold(boot, proven, result):
         return result
     entry = None
     if boot.method == "grub":
-        entry = grub_entry_path(parse_grub_cfg(_read(_under(boot.root, GRUB_CFG))), running)
+        entry = grub_entry_path(parse_grub_cfg(read_text(under(boot.root, GRUB_CFG))), running)
         if entry is None:
             boot.module.fail_json(msg="%s, but no normal entry of /boot/grub/grub.cfg loads vmlinuz-%s: set the "
                                       "default by hand (grub-set-default, GRUB_DEFAULT) before the node reboots"

@@ -153,20 +153,9 @@ changes:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import read_text
 from ansible.module_utils.gpudirect_kernel import (
-    C_LOCALE, grub_default_entry, kernel_args_plan, parse_dropin_args, parse_grubby_info, render_dropin)
-
-
-def _read(path):
-    try:
-        with open(path, errors="replace") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
-def _under(root, path):
-    return os.path.join(root, (path or "").lstrip("/"))
+    C_LOCALE, grub_default_entry, kernel_args_plan, parse_dropin_args, parse_grubby_info, render_dropin, under)
 
 
 def main():
@@ -190,18 +179,18 @@ def main():
     if bad:
         module.fail_json(msg="kernel arguments must be non-empty words without blanks, got %r: fix the list "
                              "the calling role passes as gpudirect_reboot_kernel_args" % (bad,))
-    cmdline = (_read(_under(root, "proc/cmdline")) or "").split()
-    tool_present = bool(p["tool"]) and os.path.exists(_under(root, p["tool"]))
+    cmdline = (read_text(under(root, "proc/cmdline")) or "").split()
+    tool_present = bool(p["tool"]) and os.path.exists(under(root, p["tool"]))
     boot_args, boot_entry, owned_before, warnings = None, None, [], []
     if method == "grub_dropin":
-        owned_before = parse_dropin_args(_read(_under(root, p["dropin"])))
+        owned_before = parse_dropin_args(read_text(under(root, p["dropin"])))
         grub = grub_default_entry(root) if tool_present else None
         if grub is not None:
             warnings.extend(grub["warnings"])
             boot_entry = grub["title"]
             boot_args = grub["args"] if grub["image"] else None
     elif method == "grubby":
-        owned_before = (_read(_under(root, p["record"])) or "").split()
+        owned_before = (read_text(under(root, p["record"])) or "").split()
         if tool_present and root == "/":
             rc, out, err = module.run_command([p["tool"], "--info=DEFAULT"], environ_update=dict(C_LOCALE))
             if rc != 0:

@@ -19,7 +19,8 @@ import os
 import shutil
 import tempfile
 
-from ansible.module_utils.gpudirect_kernel import C_LOCALE
+# the C locale for every command the modules run: messages parsed in English
+C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
 __metaclass__ = type
 

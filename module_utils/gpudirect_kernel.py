@@ -13,12 +13,14 @@ import os
 import re
 import shlex
 
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+from ansible.module_utils.gpudirect_host import C_LOCALE, read_text  # noqa: F401  C_LOCALE: imported from here by the modules
+
 VMLINUZ_LINKS = ("boot/vmlinuz", "vmlinuz")
 
 
-def _under(root, relative):
-    return os.path.join(root or "/", relative.lstrip("/"))
+def under(root, relative):
+    """``relative`` (absolute or not) below ``root`` (a test's fake tree; "/" on a node)."""
+    return os.path.join(root or "/", (relative or "").lstrip("/"))
 
 
 def _read_first_line(path):
@@ -32,7 +34,7 @@ def _read_first_line(path):
 def running_kernel(root="/", live=False):
     """Release of the running kernel: ``<root>/proc/sys/kernel/osrelease``, else
     ``uname -r`` when ``live`` (root describes this host); None when unknown."""
-    release = _read_first_line(_under(root, "proc/sys/kernel/osrelease"))
+    release = _read_first_line(under(root, "proc/sys/kernel/osrelease"))
     if not release and live:
         release = os.uname()[2]
     return release
@@ -44,14 +46,6 @@ def _release_of_image(path):
     if base.startswith("vmlinuz-") and len(base) > len("vmlinuz-"):
         return base[len("vmlinuz-"):]
     return None
-
-
-def _read_text(path):
-    try:
-        with open(path, errors="replace") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
 
 
 def default_boot_kernel(root="/", runner=None, live=False):
@@ -93,7 +87,7 @@ def default_boot_kernel(root="/", runner=None, live=False):
             warnings.append("grubby --default-kernel gave rc=%s %s" % (rc, (err or out or "").strip()))
             return None, None, warnings
     for link in VMLINUZ_LINKS:
-        candidate = _under(root, link)
+        candidate = under(root, link)
         if os.path.islink(candidate):
             release = _release_of_image(os.readlink(candidate))
             if release:
@@ -264,19 +258,19 @@ def grub_default_entry(root="/"):
     """The default entry of ``<root>/boot/grub/grub.cfg`` with the environment
     block next to it: ``{"release", "image", "args", "title", "source",
     "warnings"}``, or None when there is no grub.cfg."""
-    text = _read_text(_under(root, GRUB_CFG))
+    text = read_text(under(root, GRUB_CFG))
     if text is None:
         return None
     cfg = parse_grub_cfg(text)
-    chosen = resolve_grub_default(cfg, parse_grubenv(_read_text(_under(root, GRUBENV))))
+    chosen = resolve_grub_default(cfg, parse_grubenv(read_text(under(root, GRUBENV))))
     entry = chosen["entry"] or {}
     warnings = list(chosen["warnings"])
     release = _release_of_image(entry.get("image"))
     if entry.get("image") and not release:
         # `linux /vmlinuz`: the symlink Debian keeps on a kernel, under / or /boot
         for candidate in (entry["image"], "boot/" + entry["image"].lstrip("/")):
-            if os.path.islink(_under(root, candidate)):
-                release = _release_of_image(os.readlink(_under(root, candidate)))
+            if os.path.islink(under(root, candidate)):
+                release = _release_of_image(os.readlink(under(root, candidate)))
                 break
     if chosen["entry"] is not None and not entry.get("image"):
         warnings.append("the default GRUB entry %s loads no Linux kernel" % " > ".join(chosen["path"]))
