@@ -5,8 +5,9 @@ these filters only call them from the controller:
 
 ``ansible_play_name | gpudirect_drain_holder``
     ``{controller: "user@host", pid: N, playbook: "site.yml (play: ...)"}``: who takes the lock.
-``hostvars | gpudirect_drain_report_rows(ansible_play_hosts_all, ansible_play_hosts)``
-    the rows of the final table (nodes left drained, nodes of a failed batch).
+``hostvars | gpudirect_drain_report_rows(ansible_play_hosts_all, ansible_play_hosts, final)``
+    the rows of the final table (nodes left drained, nodes of a failed batch, unreachable
+    nodes with their last stage; with ``final``, the nodes a stopped run never reached).
 ``gpudirect_verify_status | gpudirect_drain_left_drained_entry(resume_argv, drained, failure)``
     the node's ``gpudirect_drain_left_drained`` entry, or None when it may be resumed.
 ``rows | gpudirect_drain_table``
@@ -55,9 +56,9 @@ def gpudirect_drain_holder(play_name):
             "playbook": "%s (play: %s)" % (" ".join(books), play_name or "unnamed")}
 
 
-def gpudirect_drain_report_rows(hostvars, hosts_all, hosts_alive):
+def gpudirect_drain_report_rows(hostvars, hosts_all, hosts_alive, final=False):
     try:
-        return _lock.report_rows(hostvars, list(hosts_all), list(hosts_alive))
+        return _lock.report_rows(hostvars, list(hosts_all), list(hosts_alive), bool(final))
     except (TypeError, AttributeError) as exc:
         raise AnsibleFilterError("gpudirect_drain_report_rows: %s" % exc)
 

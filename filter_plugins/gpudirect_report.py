@@ -8,21 +8,9 @@ RDMA performs well across PIX and PXB, usually well across PHB, and badly across
 NODE and SYS (measured there: ~10 GB/s PIX against ~2 GB/s SYS on 100 Gb/s RoCE).
 """
 
-import importlib.util
 import os
 
 from ansible.errors import AnsibleFilterError
-
-
-def _load_sibling(name):
-    """Import another filter file of this folder: Ansible loads each by path, not as a package."""
-    spec = importlib.util.spec_from_file_location("_gpudirect_filters_" + name,
-                                                  os.path.join(os.path.dirname(__file__), name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 import ansible.module_utils
 
 # The project's module_utils, importable here as on the nodes (Ansible loads filter files by
@@ -31,8 +19,9 @@ _MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-gpudirect_distance_verdict = _load_sibling("gpudirect").gpudirect_distance_verdict
+from ansible.module_utils.gpudirect_topo_matrix import gpudirect_distance_verdict  # noqa: E402
 from ansible.module_utils import gpudirect_limits as _limits  # noqa: E402
+from ansible.module_utils import gpudirect_secure_boot as _secure_boot  # noqa: E402
 
 from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
 
@@ -65,7 +54,7 @@ def _reasons(reboot_reasons):
     return [str(r) for r in reboot_reasons]
 
 
-def gpudirect_findings(facts, max_distance="SYS", reboot_reasons=None):
+def gpudirect_findings(facts, max_distance="SYS", reboot_reasons=None, signing_configured=None):
     """List what stands between this host and working GPUDirect RDMA.
 
     Each finding is ``{"severity": "fatal"|"bad"|"warn"|"info", "check": name,
@@ -75,6 +64,8 @@ def gpudirect_findings(facts, max_distance="SYS", reboot_reasons=None):
     ``reboot_reasons`` are the reboots this run's stages asked for and did not get
     (``gpudirect_reboot_reasons`` after the reboot stage): what they changed takes
     effect only after it, which the facts of the running system cannot show.
+    ``signing_configured`` (whether the gpudirect_dkms signing knobs are set; None: unknown)
+    adds the module-signing finding when the kernel refuses unsigned modules.
     """
     facts = facts or {}
     _distance_rank(max_distance)
@@ -136,6 +127,9 @@ def gpudirect_findings(facts, max_distance="SYS", reboot_reasons=None):
     for severity, message in _limits.memlock_findings(facts.get("memlock")):
         add(severity, "memlock", message)
 
+    for severity, message in _secure_boot.findings(facts.get("secure_boot"), signing_configured):
+        add(severity, "signing", message)
+
     for warning in facts.get("warnings") or []:
         add("info", "facts", warning)
     return findings
@@ -152,7 +146,7 @@ def _fmt_link(link):
                             one(link.get("max_speed_gts"), link.get("max_width")))
 
 
-def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reasons=None):
+def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reasons=None, signing_configured=None):
     """Render the facts as a list of lines: one readable table per host.
 
     Every line describes the running system (loaded modules, booted command line,
@@ -189,6 +183,10 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
     for n, text in enumerate(_limits.memlock_lines(facts.get("memlock"))):
         lines.append("  %-10s %s" % ("memlock" if n == 0 else "", text))
 
+    if "secure_boot" in facts:
+        for n, text in enumerate(_secure_boot.report_lines(facts.get("secure_boot"))):
+            lines.append("  %-10s %s" % ("signing" if n == 0 else "", text))
+
     gpus = facts.get("gpus") or []
     lines.append("  GPUs       %d" % len(gpus))
     for gpu in gpus:
@@ -224,7 +222,7 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
         lines.append("  GPU/NIC pairs: none (%s)" % (
             "no GPU" if not gpus else "no RDMA device" if not nics else "no pair"))
 
-    findings = gpudirect_findings(facts, max_distance, run_reasons)
+    findings = gpudirect_findings(facts, max_distance, run_reasons, signing_configured)
     lines.append("  findings   %s" % ("none" if not findings else len(findings)))
     for f in findings:
         lines.append("    %-5s %-10s %s" % (f["severity"].upper(), f["check"], f["message"]))

@@ -24,7 +24,6 @@ registers the loop, whose ``results`` the record judges one by one. The role reg
 hides the module's own ``failed`` flag; the judgment therefore never relies on it.
 """
 
-import importlib.util
 import os
 
 from ansible.errors import AnsibleFilterError
@@ -40,19 +39,9 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 
 from ansible.module_utils import gpudirect_coverage as _coverage  # noqa: E402
 from ansible.module_utils import gpudirect_loopback_packages as _packages  # noqa: E402
+from ansible.module_utils import gpudirect_ring as _ring  # noqa: E402
 from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
-
-
-def _load_sibling(name):
-    """Another filter file of this folder (Ansible loads each by path, not as a package)."""
-    spec = importlib.util.spec_from_file_location("_gpudirect_verify_filters_" + name,
-                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_topo_filters = _load_sibling("gpudirect")
+from ansible.module_utils import gpudirect_topo_matrix as _matrix  # noqa: E402
 
 PASSED, FAILED, NOT_PROVEN, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN = (
     "passed", "failed", "not_proven", "skipped", "would_run", "would_fail", "not_run")
@@ -303,8 +292,8 @@ def gpudirect_verify_topo_notes(topo_result, facts, pairs):
         return ["nvidia-smi topo -m exited %s (%s): the distances from sysfs were not cross-checked"
                 % (topo_result["rc"], (topo_result.get("stderr") or topo_result.get("stdout") or "").strip()[:200])]
     try:
-        topo = _topo_filters.nvidia_topo_matrix(topo_result.get("stdout") or "")
-    except AnsibleFilterError as exc:
+        topo = _matrix.nvidia_topo_matrix(topo_result.get("stdout") or "")
+    except _matrix.TopoMatrixError as exc:
         return ["nvidia-smi topo -m printed what the parser cannot read (%s): the distances from sysfs were not "
                 "cross-checked" % exc]
     return _topology.cross_check(topo, (facts or {}).get("gpus") or [], pairs or [])
@@ -379,6 +368,7 @@ def gpudirect_verify_report_md(record):
     if r.get("would_run"):
         lines += ["", "## Would run (check mode)", ""] + ["    %s" % " ".join(str(a) for a in cmd)
                                                           for cmd in r["would_run"]]
+    lines += _fabric_md(r.get("fabric"))
     return "\n".join(lines) + "\n"
 
 
@@ -458,7 +448,179 @@ def gpudirect_verify_fleet_table(records, hosts=None):
     lines.append("  " + ", ".join("%d %s" % (counts[s], STATUS_TEXT[s])
                                    for s in (PASSED, FAILED, NOT_PROVEN, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN)
                                    if counts.get(s)) if counts else "  no hosts")
-    return lines + problems
+    return lines + _fabric_fleet_lines([by_host[h] for h in order if h in by_host]) + problems
+
+
+# ---- The fabric between nodes (gpudirect_verify_fabric; module_utils/gpudirect_ring.py) ----
+
+FABRIC_NOT_PROVEN = ("the fabric path between nodes was not proven (only this node's own loopback ran): set "
+                     "gpudirect_verify_fabric: ring to prove it across the nodes of the batch")
+
+
+def gpudirect_verify_ring_plan(members, knob=_ring.ADDRESS_KNOB):
+    """``{"edges": [...], "error": None}`` for the ring over ``members`` (``{host: address}``),
+    or ``{"edges": [], "error": "<message naming the nodes and the knob>"}``."""
+    try:
+        return {"edges": _ring.plan_ring(members if isinstance(members, dict) else {}, knob), "error": None}
+    except _ring.RingError as exc:
+        return {"edges": [], "error": str(exc)}
+
+
+def _edge_row(edge, side, result, check_mode):
+    """One ring edge as seen from one side: the edge's ends, the figures and the verdict."""
+    if isinstance(result, dict) and "finished" in result and not result.get("finished") \
+            and not result.get("skipped"):
+        status, diagnosis = (WOULD_FAIL if check_mode else FAILED), _diagnosis(
+            "ring_server_unfinished", "the target side of the edge had not finished when the role stopped waiting "
+            "for it (gpudirect_verify_pair_timeout).", "Raise gpudirect_verify_pair_timeout, or look for the "
+            "gpudirect_loopback_helper process on the node.")
+    else:
+        status, diagnosis = _judge(result, check_mode)
+    result = result if isinstance(result, dict) else {}
+    if diagnosis:
+        diagnosis = _ring.edge_diagnosis(edge, side, diagnosis)
+    return {"from": edge["from"], "from_address": edge.get("from_address"), "to": edge["to"],
+            "to_address": edge.get("to_address"), "edge": _ring.edge_label(edge), "side": side,
+            "rdma_device": result.get("rdma_device"), "mode": result.get("mode"), "gpu": result.get("gpu"),
+            "bytes_compared": result.get("bytes_compared"), "mismatches": result.get("mismatches"),
+            "bandwidth_gbps": result.get("bandwidth_gbps"), "status": status, "result": STATUS_TEXT[status],
+            "diagnosis": diagnosis}
+
+
+def gpudirect_verify_fabric(record, fabric="none", host="", edges=None, client_result=None, server_result=None,
+                            check_mode=None, pair_with=""):
+    """``record`` with ``fabric`` added: what was proven between nodes, and each ring edge tested.
+
+    ``fabric`` is the knob (``none`` or ``ring``); ``edges`` the ring's edges
+    (``gpudirect_verify_ring_plan``); ``client_result`` the registered module result of the
+    edge this host wrote (this host -> next), ``server_result`` that of the edge written into
+    it (previous -> this host; the ``async_status`` result); ``check_mode`` defaults to the
+    record's. In ring mode a failing edge fails
+    the host (its diagnosis names both ends), and a host with no neighbour verifying is
+    ``not_proven``. ``none`` changes no verdict; the record says the fabric was not proven.
+    """
+    if not isinstance(record, dict) or "status" not in record:
+        raise AnsibleFilterError("gpudirect_verify_fabric expects a record from gpudirect_verify_record, got %r"
+                                 % (record,))
+    record = dict(record, notes=list(record.get("notes") or []))
+    if check_mode is None:
+        check_mode = bool(record.get("check_mode"))
+    if fabric not in ("none", "ring"):
+        raise AnsibleFilterError("gpudirect_verify_fabric: fabric must be none or ring, got %r" % (fabric,))
+    if fabric == "none":
+        message = FABRIC_NOT_PROVEN
+        if pair_with:
+            message = ("pair mode with %s (gpudirect_verify_pair_with): the path between the two was proven in one "
+                       "direction; gpudirect_verify_fabric: ring proves both directions and every node of the batch"
+                       % pair_with)
+        record["fabric"] = {"mode": "none", "proven": bool(pair_with) and record["status"] == PASSED,
+                            "message": message, "edges": []}
+        return record
+    if record["status"] == SKIPPED:
+        record["fabric"] = {"mode": "ring", "proven": False, "edges": [],
+                            "message": "not in the ring: verification of this node was skipped"}
+        return record
+    ends = _ring.neighbours(edges or [], host)
+    rows = []
+    if ends["next"]:
+        rows.append(_edge_row(ends["next"], "client", client_result, check_mode))
+    if ends["prev"]:
+        rows.append(_edge_row(ends["prev"], "server", server_result, check_mode))
+    failing = [r for r in rows if r["status"] in (FAILED, WOULD_FAIL)]
+    if not rows:
+        diagnosis = _diagnosis(
+            "ring_no_neighbour", "gpudirect_verify_fabric: ring, but no other node of this play batch verifies "
+            "with %s: the fabric path of %s was not proven." % (host, host),
+            "Run playbooks/verify.yml on %s together with at least one other node (the same batch: no serial that "
+            "isolates it, and the others not skipped), or set gpudirect_verify_fabric: none for a loopback-only "
+            "proof." % host)
+        rows_status = WOULD_FAIL if check_mode else NOT_PROVEN
+        failing = [{"diagnosis": diagnosis, "status": rows_status}]
+    proven = bool(rows) and all(r["status"] == PASSED for r in rows)
+    record["fabric"] = {
+        "mode": "ring", "proven": proven, "edges": rows,
+        "message": ("the fabric path was proven: %s" % "; ".join(r["edge"] for r in rows)) if proven
+        else ("ring edges did not pass: %s" % "; ".join(f["diagnosis"]["message"] for f in failing)) if failing
+        else "ring edges: %s" % "; ".join("%s %s" % (r["edge"], r["result"]) for r in rows)}
+    if failing:
+        if record["status"] in (PASSED, WOULD_RUN):
+            worst = failing[0]
+            record["status"] = worst["status"] if not rows else (WOULD_FAIL if check_mode else FAILED)
+            record["diagnosis"] = worst["diagnosis"]
+            record["result"] = STATUS_TEXT[record["status"]]
+            if len(failing) > 1:
+                record["notes"].append("also: %s" % failing[1]["diagnosis"]["message"])
+        else:
+            record["notes"] += [f["diagnosis"]["message"] for f in failing]
+    return record
+
+
+EDGE_COLUMNS = ("edge (writer -> target)", "seen on", "bytes", "Gbit/s", "verdict", "diagnosis")
+
+
+def _edge_cells(row):
+    diag = row.get("diagnosis") or {}
+    seen_on = row["from"] if row.get("side") == "client" else row["to"]
+    return (row.get("edge") or "-", "%s (%s)" % (seen_on, _ring.SIDE_TEXT.get(row.get("side"), "?")),
+            _num(row.get("bytes_compared"), "%d"), _num(row.get("bandwidth_gbps"), "%.2f"),
+            STATUS_TEXT.get(row.get("status"), row.get("status") or "-"), diag.get("code") or "-")
+
+
+def _fabric_md(fabric):
+    """The record's fabric section as Markdown lines (none when the record has none)."""
+    if not isinstance(fabric, dict):
+        return []
+    lines = ["", "## Fabric between nodes (%s)" % fabric.get("mode"), "", fabric.get("message") or ""]
+    if fabric.get("edges"):
+        lines += ["", "| " + " | ".join(EDGE_COLUMNS) + " |", "|" + "---|" * len(EDGE_COLUMNS)]
+        lines += ["| %s |" % " | ".join(_md_cell(c) for c in _edge_cells(e)) for e in fabric["edges"]]
+    return lines
+
+
+def _fabric_fleet_lines(records):
+    """Under the fleet table: every ring edge tested (both ends' views in one row), or one line
+    saying that the fabric was not proven and which knob proves it."""
+    edges, order, not_proven = {}, [], []
+    for r in records:
+        fabric = r.get("fabric") if isinstance(r, dict) else None
+        if not isinstance(fabric, dict):
+            continue
+        if fabric.get("mode") == "none" and r.get("status") != SKIPPED and not fabric.get("proven"):
+            not_proven.append(r.get("host") or "?")
+        for e in fabric.get("edges") or []:
+            key = (e["from"], e["to"])
+            if key not in edges:
+                edges[key] = {}
+                order.append(key)
+            edges[key][e.get("side")] = e
+    order.sort(key=lambda key: (_ring.natural_key(key[0]), _ring.natural_key(key[1])))   # ring order
+    lines = []
+    if order:
+        cols = ("ring edge (writer -> target)", "bytes", "Gbit/s", "verdict", "diagnosis")
+        rows = []
+        for key in order:
+            sides = edges[key]
+            client, server = sides.get("client") or {}, sides.get("server") or {}
+            any_side = client or server
+            statuses = [s["status"] for s in (client, server) if s]
+            worst = min(statuses, key=_WORST_FIRST.index)
+            codes = sorted(set((s.get("diagnosis") or {}).get("code") for s in (client, server)
+                               if s and s.get("diagnosis")))
+            verdict = STATUS_TEXT[worst] + ("" if len(statuses) == 2 else " (one end only)")
+            rows.append((any_side["edge"], _num(server.get("bytes_compared", client.get("bytes_compared")), "%d"),
+                         _num(client.get("bandwidth_gbps", server.get("bandwidth_gbps")), "%.2f"), verdict,
+                         ", ".join(codes) or "-"))
+        widths = [max(len(str(row[i])) for row in rows + [cols]) for i in range(len(cols))]
+
+        def line(row):
+            return "  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+
+        lines += ["  fabric ring: %d edge%s" % (len(order), "" if len(order) == 1 else "s"),
+                  line(cols), line(["-" * w for w in widths])] + [line(row) for row in rows]
+    if not_proven:
+        lines.append("  fabric between nodes not proven for %s (loopback only): gpudirect_verify_fabric: ring "
+                     "proves it" % ", ".join(not_proven))
+    return lines
 
 
 class FilterModule(object):
@@ -473,4 +635,6 @@ class FilterModule(object):
             "gpudirect_verify_pairs": gpudirect_verify_pairs,
             "gpudirect_verify_missing_packages": gpudirect_verify_missing_packages,
             "gpudirect_verify_topo_notes": gpudirect_verify_topo_notes,
+            "gpudirect_verify_ring_plan": gpudirect_verify_ring_plan,
+            "gpudirect_verify_fabric": gpudirect_verify_fabric,
         }

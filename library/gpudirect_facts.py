@@ -622,6 +622,56 @@ ansible_facts:
               elements: dict
               sample: [{"index": 0, "name": "NVIDIA H200", "pci_bus_id": "0000:00:06.0",
                         "driver_version": "580.159.04", "compute_cap": "9.0", "memory_total_mib": 143771}]
+        secure_boot:
+          description:
+            - UEFI Secure Boot and the kernel's module-signature policy (module_utils/gpudirect_secure_boot.py).
+            - C(mokutil --sb-state) on a live host, else the EFI variables C(SecureBoot)/C(SetupMode); the lockdown
+              mode and C(module.sig_enforce); the asymmetric keys the kernel holds (C(/proc/keys), and per keyring
+              with C(keyctl list) when keyctl is installed); the enrolled and queued MOKs (C(mokutil --list-enrolled),
+              C(--list-new)) on a live EFI host.
+          returned: always
+          type: dict
+          contains:
+            secure_boot:
+              description: C(enabled), C(disabled), C(unknown), or C(unsupported) (no EFI).
+              type: str
+            setup_mode:
+              description: The firmware is in Setup Mode (no platform key; nothing is enforced).
+              type: bool
+            shim_validation_disabled:
+              description: shim's validation is off (C(mokutil --disable-validation)).
+              type: bool
+            source:
+              description: C(mokutil) or C(efivars).
+              type: str
+            lockdown:
+              description: The kernel's lockdown mode; null when the file is absent.
+              type: str
+            sig_enforce:
+              description: C(module.sig_enforce) (C(Y)/C(N)); null when absent.
+              type: str
+            signatures_required:
+              description: The kernel refuses unsigned modules; null when it cannot be told.
+              type: bool
+            enforcement:
+              description: Why (C(module.sig_enforce=Y), C(kernel lockdown is integrity), ...).
+              type: str
+            trusted_keys:
+              description: Asymmetric keys - C(subject), C(key_id) (subject key identifier, hex), C(serial), C(keyring).
+              type: list
+              elements: dict
+            moks:
+              description: Enrolled MOKs - C(index), C(sha1), C(serial), C(subject), C(ski); null when not read.
+              type: list
+              elements: dict
+            moks_pending:
+              description: MOKs queued for enrolment at the next boot (same keys); null when not read.
+              type: list
+              elements: dict
+            errors:
+              description: Sources that could not be read or parsed.
+              type: list
+              elements: str
         warnings:
           description: Parsing faults that were skipped (also emitted as module warnings).
           returned: always

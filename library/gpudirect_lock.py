@@ -85,10 +85,10 @@ holder:
 """
 
 import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import write_beside
 from ansible.module_utils.gpudirect_lock import decide, describe, held_message, parse, render
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -123,28 +123,18 @@ def _boot_id(module):
 def _write(module, path, text, replace_expected):
     """Write the lock atomically. New lock: link a temporary file into place (fails if one appeared meanwhile).
     Take-over: re-read, then rename over the stale one only when it is still the one judged stale."""
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpudirect-lock-")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
+    def place(tmp):
         if replace_expected is None:
             try:
                 os.link(tmp, path)
             except FileExistsError:
                 return False
-        else:
-            current = _read(module, path)
-            if current != replace_expected:
-                return False
-            os.rename(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return True
+            return True
+        if _read(module, path) != replace_expected:
+            return False
+        os.rename(tmp, path)
+        return True
+    return write_beside(path, text, 0o644, ".gpudirect-lock-", place)
 
 
 def take(module):

@@ -187,19 +187,13 @@ found:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_kernel import C_LOCALE
+from ansible.module_utils.gpudirect_host import module_runner
 from ansible.module_utils.gpudirect_peermem import Host, PeermemError, plan, probe
 
 
 def make_host(module):
-    """The live host, its commands run list-form in the C locale. A tool the node lacks
-    (a minimal image without kmod's modinfo) answers like a failed command, rc 127 and
-    its name on stderr, instead of ending the module."""
-    def run(argv):
-        if module.get_bin_path(argv[0]) is None:
-            return 127, "", "%s: not found on this node" % argv[0]
-        return module.run_command(argv, environ_update=dict(C_LOCALE))
-    return Host(run)
+    """The live host, its commands run list-form in the C locale (a tool the node lacks answers rc 127)."""
+    return Host(module_runner(module))
 
 
 def main():

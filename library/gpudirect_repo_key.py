@@ -79,10 +79,10 @@ dest:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.gpudirect_host import write_beside
 from ansible.module_utils.gpudirect_openpgp import armor, is_armored, normalise, primary_fingerprints
 from ansible.module_utils.urls import fetch_url, open_url
 
@@ -142,18 +142,7 @@ def run(module):
     result["changed"] = True
     if module.check_mode:
         return result
-    directory = os.path.dirname(dest) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpudirect-key-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, int(params["mode"], 8))
-        module.atomic_move(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_beside(dest, data, int(params["mode"], 8), ".gpudirect-key-", lambda tmp: module.atomic_move(tmp, dest))
     return result
 
 

@@ -260,6 +260,7 @@ connection_guard:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import read_text
 from ansible.module_utils.gpudirect_netguard import GuardError, assess, parse_ip_route_get, route_dev_from_proc
 from ansible.module_utils.gpudirect_netguard import ssh_connection_from_proc
 from ansible.module_utils.gpudirect_ofed import INSTALLER_CODES, OfedPlanError, guard, installer_message, plan
@@ -277,14 +278,6 @@ def _run(module, argv, ok=(0,)):
         module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()),
                          rc=rc, stdout=out, stderr=err)
     return out
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
 
 
 def probe_packages(module, names):
@@ -315,7 +308,7 @@ def probe(module):
     ofed = _run(module, [ofed_info, "-s"]) if ofed_info else ""
     names = list(dict.fromkeys(params["probe_packages"] + params["inbox_packages"]))
     installed, held = probe_packages(module, names) if names else ({}, [])
-    repo_text = _read(params["repo_file"]) or ""
+    repo_text = read_text(params["repo_file"]) or ""
     return {
         "ofed": ofed,
         "packages": dict((k, v) for k, v in installed.items() if k in params["probe_packages"]),
@@ -338,7 +331,7 @@ def route_dev(module, address):
         dev = parse_ip_route_get(out) if rc == 0 else None
         if dev:
             return dev
-    text = _read(os.path.join(module.params["proc_root"], "net", "route"))
+    text = read_text(os.path.join(module.params["proc_root"], "net", "route"))
     return route_dev_from_proc(text, address) if text else None
 
 
@@ -414,7 +407,7 @@ def main():
         ssh = params["ssh_connection"]
         if ssh is None:
             ssh = os.environ.get("SSH_CONNECTION") or ssh_connection_from_proc(params["proc_root"], os.getpid())
-        mounts = _read(os.path.join(params["proc_root"], "mounts")) or ""
+        mounts = read_text(os.path.join(params["proc_root"], "mounts")) or ""
         try:
             assessment = assess(params["sys_root"], ssh, mounts, lambda address: route_dev(module, address))
             result["connection_guard"] = guard(result, assessment, params["allow_disruption_over_rdma_netdev"])

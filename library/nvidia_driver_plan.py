@@ -234,51 +234,24 @@ probe:
   type: dict
 """
 
-import glob
-import os
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import Host, module_runner
 from ansible.module_utils.gpudirect_nvidia_plan import PlanError, decide, probe
 
 
-class _Host:
-    """The host as ``gpudirect_nvidia_plan.probe`` reads it; commands in list form, never through a shell."""
+class _Host(Host):
+    """The host (module_utils/gpudirect_host.py) as ``gpudirect_nvidia_plan.probe`` reads it: stripped
+    file text, ``(rc, stdout)`` of commands run in list form, never through a shell."""
 
     def __init__(self, module):
-        self.module = module
+        Host.__init__(self, module_runner(module))
 
     @staticmethod
     def read(path):
-        try:
-            with open(path, "rb") as handle:
-                return handle.read().decode("utf-8", "replace").strip()
-        except (IOError, OSError):
-            return ""
+        return Host.read(path).strip()
 
     def run(self, argv):
-        if not self.which(argv[0]):
-            return 127, ""
-        rc, out, _err = self.module.run_command(argv, environ_update={"LC_ALL": "C"})
-        return rc, out.strip()
-
-    def which(self, name):
-        return self.module.get_bin_path(name) is not None
-
-    @staticmethod
-    def glob(pattern):
-        return sorted(glob.glob(pattern))
-
-    @staticmethod
-    def isdir(path):
-        return os.path.isdir(path)
-
-    @staticmethod
-    def exists(path):
-        return os.path.exists(path)
-
-    @staticmethod
-    def release():
-        return os.uname()[2]
+        return Host.run(self, argv)[:2]
 
 
 def main():

@@ -31,6 +31,7 @@ from ansible.module_utils.gpudirect_limits import (
     service_memlock,
     show_limit,
 )
+from ansible.module_utils.gpudirect_secure_boot import collect as collect_secure_boot
 from ansible.module_utils.gpudirect_pci import (
     PCI_VENDOR_MELLANOX,
     PCI_VENDOR_NVIDIA,
@@ -354,6 +355,17 @@ class FactsCollector(object):
                            memory_total_mib=row["memory_total_mib"])
         return out
 
+    # secure boot -------------------------------------------------------------
+    def secure_boot(self):
+        """Secure Boot, the kernel's module-signature policy and the keys it trusts
+        (module_utils/gpudirect_secure_boot.py); mokutil and keyctl only on a live host."""
+        def run(args):
+            path = self._bin(args[0])
+            if not path:
+                return None
+            return self._run([path] + list(args[1:]))
+        return collect_secure_boot(self.root, run if self.runner is not None else None, self.live)
+
     # all -------------------------------------------------------------------
     def rdma_devices(self):
         """The RDMA devices of ``sys/class/infiniband``; the module's subclass scans them."""
@@ -390,6 +402,9 @@ class FactsCollector(object):
             "kernel_oops": self.section("kernel_oops", self.kernel_oops,
                                         {"available": False, "reason": "error", "matches": 0, "lines": []}),
             "nvidia_smi": smi,
+            "secure_boot": self.section("secure_boot", self.secure_boot,
+                                        {"secure_boot": None, "signatures_required": None, "enforcement": "error",
+                                         "trusted_keys": [], "moks": None, "moks_pending": None, "errors": []}),
         }
         facts["warnings"] = list(self.warnings)
         return facts

@@ -438,3 +438,92 @@ def _lacks(plan, where="boot"):
     missing, stale = plan["missing_" + where], plan["stale_" + where]
     parts = (["lacks " + " ".join(missing)] if missing else []) + (["still has " + " ".join(stale)] if stale else [])
     return " and ".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# Boot default hold (issue #13, outcome 3): a kernel update whose chain (DKMS in
+# dependency order, reboot, drivers, verification) was not proven on a node must not
+# leave the new kernel as the boot loader's default, or an unplanned boot lands on a
+# kernel whose modules were not built in chain order. The kernel the node runs stays
+# the default until a later run proves the chain on the new one.
+#
+# GRUB (Debian/Ubuntu): a drop-in that sets GRUB_DEFAULT to the running kernel's own
+# entry (its --id path, "submenu id>entry id"), then update-grub. It works whatever
+# GRUB_DEFAULT the admin had (0, saved, a title) and survives a reboot, unlike
+# grub-reboot's one-shot next_entry; removing the drop-in (and update-grub) releases it.
+# EL: grubby --set-default /boot/vmlinuz-<running>; the release sets the kernel the hold
+# replaced back as the default.
+
+BOOT_HOLD_DROPIN = "/etc/default/grub.d/99-gpudirect-boot-hold.cfg"
+
+
+def _recovery(entry):
+    words = [entry.get("id") or "", entry.get("title") or ""]
+    return "single" in (entry.get("args") or []) or any("recovery" in w for w in words)
+
+
+def grub_entry_path(cfg, release):
+    """The GRUB_DEFAULT value that selects the normal (not recovery) entry loading
+    ``vmlinuz-<release>`` in ``cfg`` (from :func:`parse_grub_cfg`): the entries' ids
+    (titles where an entry has none) joined with ``>``; None when no entry loads it.
+
+    An entry inside a submenu wins over a top-level one: Debian's top-level entry
+    ("Debian GNU/Linux", id ``gnulinux-simple-<uuid>``) loads whichever kernel is newest
+    when grub.cfg is generated, so after the next update-grub it would name another kernel.
+    """
+    found = []
+
+    def walk(entries, path):
+        for entry in entries:
+            step = entry.get("id") or (entry.get("title") or "").replace(">", ">>")
+            if entry["kind"] == "submenu":
+                walk(entry.get("entries") or [], path + [step])
+            elif entry["kind"] == "menuentry" and not _recovery(entry) \
+                    and _release_of_image(entry.get("image")) == release:
+                found.append(path + [step])
+
+    walk(cfg.get("entries") or [], [])
+    if not found:
+        return None
+    nested = [p for p in found if len(p) > 1]
+    return ">".join((nested or found)[0])
+
+
+def render_hold_dropin(grub_default, release, instead_of):
+    """The drop-in that holds the default boot entry on ``grub_default``."""
+    escaped = grub_default.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+    return ("# Managed by Ansible (playbooks/kernel_update.yml): the default boot kernel is held on %s,\n"
+            "# the kernel running when the update's chain failed, instead of %s, whose modules were not\n"
+            "# proven. A later kernel_update.yml run removes this file when it starts on the node.\n"
+            'GRUB_DEFAULT="%s"\n' % (release, instead_of or "the newest kernel", escaped))
+
+
+def parse_hold_dropin(text):
+    """The GRUB_DEFAULT value a drop-in from :func:`render_hold_dropin` sets, None when none."""
+    for line in (text or "").splitlines():
+        match = re.match(r'^GRUB_DEFAULT="((?:[^"\\]|\\.)*)"\s*$', line.strip())
+        if match:
+            return re.sub(r"\\(.)", r"\1", match.group(1))
+    return None
+
+
+def boot_hold_decision(running, default, proven):
+    """Whether the default boot kernel must be held on the running one.
+
+    ``running``/``default``: releases (None when unknown); ``proven``: this run's
+    chain passed verification on the running kernel. Returns ``{"action", "reason"}``
+    with action ``hold`` (make ``running`` the default), ``none`` (nothing to do) or
+    ``unknown`` (the default boot kernel cannot be read: nothing is changed, and the
+    reason says so).
+    """
+    if not running:
+        return {"action": "unknown", "reason": "the running kernel is unknown: the default boot kernel is left as it is"}
+    if not default:
+        return {"action": "unknown", "reason": "the default boot kernel cannot be read (no GRUB default entry with a "
+                                               "Linux kernel, no grubby): it is left as it is; check it by hand"}
+    if default == running:
+        return {"action": "none", "reason": "the default boot kernel is the running one (%s)" % running}
+    if proven:
+        return {"action": "none", "reason": "the chain was proven on %s in this run" % running}
+    return {"action": "hold", "reason": "the default boot kernel %s was not proven in chain order: hold %s, the "
+                                        "running kernel, as the default" % (default, running)}

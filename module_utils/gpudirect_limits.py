@@ -40,6 +40,8 @@ import os
 import re
 import resource
 
+from ansible.module_utils.gpudirect_host import read_text
+
 UNLIMITED = "unlimited"
 
 LIMITS_CONF = "etc/security/limits.conf"
@@ -61,14 +63,6 @@ SYSTEMD_SUFFIX = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t":
 
 def _under(root, relative):
     return os.path.join(root or "/", relative)
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
 
 
 def show_limit(value):
@@ -146,7 +140,7 @@ def read_limits(root="/"):
     """Every memlock entry of the host's limits files, in pam_limits' order."""
     entries = []
     for shown, path in limits_files(root):
-        text = _read(path)
+        text = read_text(path)
         if text is not None:
             entries.extend(parse_limits_file(text, shown))
     return entries
@@ -312,7 +306,7 @@ def systemd_conf_files(root="/"):
 
 def read_systemd_conf(root="/"):
     """[(path shown, text or None)] of system.conf and its drop-ins, in systemd's order."""
-    return [(shown, _read(path)) for shown, path in systemd_conf_files(root)]
+    return [(shown, read_text(path)) for shown, path in systemd_conf_files(root)]
 
 
 def configured_manager_memlock(files):

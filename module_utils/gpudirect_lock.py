@@ -133,18 +133,40 @@ def _get(hvars, key, default=None):
     return default if value is None else value
 
 
-def report_rows(hostvars, hosts_all, hosts_alive):
+def _stage(hvars):
+    """' (last stage: reboot)': the last disruptive step the node started, when known."""
+    stage = _get(hvars, "gpudirect_drain_stage")
+    return " (last stage: %s)" % stage if stage else ""
+
+
+def _notes(hvars):
+    notes = _get(hvars, "gpudirect_drain_notes", [])
+    if isinstance(notes, str):
+        notes = [notes]
+    return "".join("; %s" % note for note in notes if note)
+
+
+def report_rows(hostvars, hosts_all, hosts_alive, final=False):
     """Rows ``{node, reason, resume_command}`` for the final table.
 
     ``hostvars`` maps node -> its variables (``gpudirect_drain_drained``,
     ``gpudirect_drain_left_drained``, ``__gpudirect_drain_resume_line``,
-    ``__gpudirect_drain_failure``); ``hosts_all`` is ``ansible_play_hosts_all``, ``hosts_alive``
-    ``ansible_play_hosts`` (Ansible removes failed and unreachable hosts from it). Every node of
-    a failed batch is named: drained ones with their resume command, the others as not drained.
-    Nodes of batches that never ran have nothing recorded and are not listed.
+    ``__gpudirect_drain_failure``, ``gpudirect_drain_stage``: the last disruptive step the
+    node started, set before each; ``gpudirect_drain_notes``: sentences a step adds, e.g.
+    the default boot kernel a failed kernel update held); ``hosts_all`` is
+    ``ansible_play_hosts_all``, ``hosts_alive`` ``ansible_play_hosts`` (Ansible removes
+    failed and unreachable hosts from it). Every node of a failed batch is named: drained
+    ones with their resume command, the others as not drained; a node that is gone
+    without a recorded failure became unreachable (a rescue records every failure).
+    Nodes of batches that never ran have nothing recorded: they are listed only when
+    ``final`` (the run is over) and some node failed or was left drained, as not reached.
+    With ``final`` (a later play, whose ``ansible_play_hosts`` still lists the nodes lost
+    in an earlier one), a node that started a stage (``gpudirect_drain_stage``) but never
+    finished its batch's report (``__gpudirect_drain_batch_done``) counts as lost too.
     """
     rows = []
     alive = set(hosts_alive)
+    unreached = []
     for node in hosts_all:
         try:
             hvars = hostvars[node]
@@ -154,21 +176,33 @@ def report_rows(hostvars, hosts_all, hosts_alive):
         drained = bool(_get(hvars, "gpudirect_drain_drained", False))
         failure = _get(hvars, "__gpudirect_drain_failure")
         resume = _get(hvars, "__gpudirect_drain_resume_line") or NO_RESUME
+        where, notes = _stage(hvars), _notes(hvars)
+        # after the run, a node that started a stage but never reached the end of its batch's
+        # report was lost in its batch (a later play's ansible_play_hosts still lists it)
+        lost = final and _get(hvars, "gpudirect_drain_stage") is not None \
+            and not _get(hvars, "__gpudirect_drain_batch_done", False)
         if entry:
             reason = entry.get("reason", "left drained")
-            if node not in alive:
+            if node not in alive or lost:
                 reason = "failed in this run; " + reason
-            rows.append({"node": node, "reason": reason, "resume_command": entry.get("resume_command") or resume})
-        elif node not in alive:
+            rows.append({"node": node, "reason": reason + notes,
+                         "resume_command": entry.get("resume_command") or resume})
+        elif node not in alive or lost:
+            gone = "failed" if failure else "unreachable"
             if drained:
-                rows.append({"node": node, "reason": "failed or unreachable in this run after its drain",
+                rows.append({"node": node, "reason": "%s in this run after its drain%s%s" % (gone, where, notes),
                              "resume_command": resume})
             else:
-                rows.append({"node": node, "reason": "failed or unreachable in this run before any drain "
-                             "(not drained by this run): check it", "resume_command": "-"})
+                rows.append({"node": node, "reason": "%s in this run before any drain (not drained by this run)%s: "
+                             "check it%s" % (gone, where, notes), "resume_command": "-"})
         elif failure:
-            rows.append({"node": node, "reason": "failed before any drain at '%s': %s (not drained by this run)"
-                         % (failure.get("task") or "?", short(failure.get("msg"))), "resume_command": "-"})
+            rows.append({"node": node, "reason": "failed before any drain at '%s': %s (not drained by this run)%s"
+                         % (failure.get("task") or "?", short(failure.get("msg")), notes), "resume_command": "-"})
+        elif _get(hvars, "gpudirect_drain_stage") is None and not drained:
+            unreached.append(node)
+    if final and rows:
+        rows.extend({"node": node, "reason": "not reached: the run stopped before its batch (not drained, "
+                     "not changed); run the playbook again", "resume_command": "-"} for node in unreached)
     return rows
 
 

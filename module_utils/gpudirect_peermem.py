@@ -21,10 +21,9 @@ Every version is read by ``gpudirect_versions``; text it cannot read raises
 from __future__ import absolute_import, division, print_function
 
 import ctypes
-import glob
 import os
-import shutil
 
+from ansible.module_utils import gpudirect_host
 from ansible.module_utils.gpudirect_nvidia import describe, gpu_infos
 from ansible.module_utils import gpudirect_versions as versions
 
@@ -47,46 +46,12 @@ class PeermemError(ValueError):
     """Input or host output the decision cannot read; the message names it and what to do."""
 
 
-class Host:
-    """The live host. Tests pass an object with the same methods answering for a captured one.
+class Host(gpudirect_host.Host):
+    """The live host (module_utils/gpudirect_host.py), and the symbols its libraries export.
+    Tests pass an object with the same methods answering for a captured one.
 
-    :param run: ``run(argv) -> (rc, stdout, stderr)``, list-form, C locale (the module's run_command).
+    :param run: ``run(argv) -> (rc, stdout, stderr)``, list-form, C locale (``gpudirect_host.module_runner``).
     """
-
-    def __init__(self, run):
-        self._run = run
-
-    def run(self, argv):
-        rc, out, err = self._run(argv)
-        return rc, (out or "").strip(), (err or "").strip()
-
-    @staticmethod
-    def read(path):
-        try:
-            with open(path) as handle:
-                return handle.read()
-        except (IOError, OSError):
-            return ""
-
-    @staticmethod
-    def exists(path):
-        return os.path.exists(path)
-
-    @staticmethod
-    def isdir(path):
-        return os.path.isdir(path)
-
-    @staticmethod
-    def realpath(path):
-        return os.path.realpath(path)
-
-    @staticmethod
-    def glob(pattern):
-        return sorted(glob.glob(pattern))
-
-    @staticmethod
-    def which(name):
-        return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 
     @staticmethod
     def exports(path, symbol):
@@ -100,10 +65,6 @@ class Host:
                     return b"\0" + symbol.encode() + b"\0" in handle.read()
             except (IOError, OSError):
                 return False
-
-    @staticmethod
-    def uname():
-        return os.uname()
 
 
 # --------------------------------------------------------------------------

@@ -82,14 +82,8 @@ def disruption(plans, reboot_reasons=None, os_reasons=None):
     role must have said what it would do). Each reason names its source, e.g.
     ``"nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15"``.
     """
-    _check_plans(plans)
-    reasons = []
-    for role in PLANNED_ROLES:
-        plan = plans[role]
-        if "disruption" not in plan:
-            raise ValueError("%s_plan has no 'disruption' list: the plan must say what would interrupt "
-                             "running jobs (an empty list when nothing would)" % role)
-        reasons.extend("%s: %s" % (role, s) for s in _sentences(plan["disruption"], role + "_plan.disruption"))
+    reasons = _role_sentences(plans, "disruption",
+                              "what would interrupt running jobs (an empty list when nothing would)")
     return _unique(reasons + reboot_disruption(reboot_reasons, os_reasons))
 
 
@@ -111,14 +105,20 @@ def _unique(items):
 
 def changes(plans):
     """Every sentence of each plan's ``changes`` list, as "<role>: <sentence>", in stage order."""
+    return _role_sentences(plans, "changes",
+                           "what the role would change (an empty list when the node is converged)")
+
+
+def _role_sentences(plans, key, meaning):
+    """Every sentence of each plan's ``key`` list, as "<role>: <sentence>", in stage order; a plan
+    without that list raises ValueError, saying the list must hold ``meaning``."""
     _check_plans(plans)
     out = []
     for role in PLANNED_ROLES:
         plan = plans[role]
-        if "changes" not in plan:
-            raise ValueError("%s_plan has no 'changes' list: the plan must say what the role would change "
-                             "(an empty list when the node is converged)" % role)
-        out.extend("%s: %s" % (role, s) for s in _sentences(plan["changes"], role + "_plan.changes"))
+        if key not in plan:
+            raise ValueError("%s_plan has no '%s' list: the plan must say %s" % (role, key, meaning))
+        out.extend("%s: %s" % (role, s) for s in _sentences(plan[key], "%s_plan.%s" % (role, key)))
     return out
 
 

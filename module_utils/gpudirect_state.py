@@ -37,11 +37,11 @@ CONFIG_TREES = (
     "etc/yum.repos.d", "etc/dnf", "etc/modprobe.d", "etc/modules-load.d", "etc/systemd/system",
     "etc/systemd/system.conf.d", "etc/systemd/user.conf.d", "etc/security/limits.d",
     "etc/default/grub.d", "etc/ansible/facts.d", "etc/gpudirect", "etc/infiniband",
-    "usr/local/sbin", "var/lib/gpudirect",
+    "usr/local/sbin", "var/lib/gpudirect", "etc/dkms/framework.conf.d",
 )
 CONFIG_FILES = (
     "etc/apt/sources.list", "etc/default/grub", "etc/security/limits.conf",
-    "etc/systemd/system.conf", "etc/systemd/user.conf", "etc/os-release",
+    "etc/systemd/system.conf", "etc/systemd/user.conf", "etc/os-release", "etc/dkms/framework.conf",
 )
 # Package databases: any install, removal, upgrade or hold changes them.
 PACKAGE_DBS = ("var/lib/dpkg/status", "var/lib/rpm")
@@ -58,6 +58,8 @@ DKMS_SKIP = ("build",)
 # ...): every one installed is watched, whatever gpudirect_state_units lists.
 OWN_UNIT_PREFIX = "gpudirect-"
 UNIT_DIRS = ("etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+# The module signing certificate the gpudirect_dkms role keeps (roles/gpudirect_dkms/tasks/sign.yml).
+SIGNING_CERT = "etc/gpudirect/module-signing/signing-cert.der"
 # Modules that give the NIC a path into GPU memory (the dma-buf path needs none).
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 
@@ -168,6 +170,55 @@ def built_modules_digest(root="/"):
                     paths.append(top)
                     paths.extend(_walk(top))
     return _listing_digest(paths, root)
+
+
+def module_signatures(root="/"):
+    """Module signing state (issue #17): the sha256 of the toolkit's signing certificate
+    (``etc/gpudirect/module-signing/signing-cert.der``, None when absent) and, per DKMS-installed
+    module (``lib/modules/<kernel>/{updates,extra,weak-updates}``), the sha256 of its appended
+    signature (None when unsigned, ``compressed`` for .xz/.gz/.zst files, whose signature sits
+    inside). A key rotation or a re-signing changes it, so the stages run again."""
+    cert = _under(root, SIGNING_CERT)
+    out = {"cert": _sha256_file(cert) if os.path.isfile(cert) else None, "modules": {}}
+    modules = _under(root, MODULE_TREES[1])
+    if not os.path.isdir(modules):
+        return out
+    for kernel in sorted(os.listdir(modules)):
+        for sub in MODULE_SUBDIRS:
+            top = os.path.join(modules, kernel, sub)
+            if not os.path.isdir(top):
+                continue
+            for path in _walk(top):
+                if not os.path.isfile(path) or os.path.islink(path):
+                    continue
+                rel = os.path.relpath(path, _under(root, ""))
+                if path.endswith(".ko"):
+                    out["modules"][rel] = _signature_digest(path)
+                elif path.endswith((".ko.xz", ".ko.gz", ".ko.zst")):
+                    out["modules"][rel] = "compressed"
+    return out
+
+
+def _signature_digest(path):
+    """sha256 of the module signature appended to an uncompressed module; None when unsigned."""
+    magic = b"~Module signature appended~\n"
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            if size < len(magic) + 12:
+                return None
+            handle.seek(size - len(magic) - 12)
+            tail = handle.read()
+            if not tail.endswith(magic):
+                return None
+            sig_len = int.from_bytes(tail[8:12], "big")
+            if sig_len > size - len(magic) - 12:
+                return "malformed"
+            handle.seek(size - len(magic) - 12 - sig_len)
+            return hashlib.sha256(handle.read(sig_len)).hexdigest()
+    except (IOError, OSError):
+        return None
 
 
 def boot_digest(root="/"):
@@ -327,6 +378,7 @@ def fingerprint(root="/", units=None, runner=None, live=False, exclude=()):
         "firmware": nic_firmware(root),
         "units": dict(units or {}),
         "config": config_digests(root, exclude=exclude),
+        "signing": module_signatures(root),
     }
 
 
@@ -373,6 +425,13 @@ def differences(recorded, current):
                        ("boot", "installed kernels or boot loader configuration")):
         if old.get(key) != new.get(key):
             reasons.append("%s changed" % label)
+    old_signing, new_signing = old.get("signing") or {}, new.get("signing") or {}
+    if old_signing.get("cert") != new_signing.get("cert"):
+        reasons.append("module signing certificate %s" % ("changed" if old_signing.get("cert") and new_signing.get("cert")
+                                                         else "added" if new_signing.get("cert") else "removed"))
+    resigned = _changed_keys(old_signing.get("modules"), new_signing.get("modules"))
+    if resigned:
+        reasons.append("module signatures changed: %s" % _short_list(resigned))
     if old.get("peer_memory") != new.get("peer_memory"):
         reasons.append("peer-memory path: %s -> %s" % (old.get("peer_memory"), new.get("peer_memory")))
     for key, label in (("loaded_modules", "loaded module"), ("acs", "ACS control of"),

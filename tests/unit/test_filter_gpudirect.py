@@ -1,4 +1,4 @@
-"""Unit tests for filter_plugins/gpudirect.py.
+"""Unit tests for filter_plugins/gpudirect.py (the parser and the verdict: module_utils/gpudirect_topo_matrix.py).
 
 The topology tests run on real ``nvidia-smi topo -m`` captures: the H200 capture
 shared beside the repository, and public outputs stored under

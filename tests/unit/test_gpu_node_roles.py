@@ -136,9 +136,11 @@ def test_peermem_auto_on_the_node_picks_dmabuf_with_the_reasons(facts):
 
 # --- the two roles in check mode on the simulated node ---------------------------------
 
+# The wrappers load the real module by path; Ansible ships only the module_utils a module's own
+# text imports, so each wrapper names those of the module it loads.
 PEERMEM_PLAN_WRAPPER = """#!/usr/bin/python3
 import importlib.util, sys
-from ansible.module_utils.gpudirect_kernel import C_LOCALE
+from ansible.module_utils.gpudirect_host import module_runner
 from ansible.module_utils.gpudirect_peermem import Host
 sys.path.insert(0, {tests!r})
 import gpu_node_sim
@@ -152,6 +154,7 @@ real.main()
 NVIDIA_PLAN_WRAPPER = """#!/usr/bin/python
 import importlib.util, sys
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import Host, module_runner
 from ansible.module_utils.gpudirect_nvidia_plan import probe
 sys.path.insert(0, {tests!r})
 import gpu_node_sim

@@ -380,7 +380,8 @@ def test_filters_are_registered():
     names = verify.FilterModule().filters()
     assert set(names) == {"gpudirect_verify_record", "gpudirect_verify_pair", "gpudirect_verify_report_md",
                           "gpudirect_verify_fleet_table", "gpudirect_verify_pairs", "gpudirect_verify_missing_packages",
-                          "gpudirect_verify_topo_notes"}
+                          "gpudirect_verify_topo_notes",
+                          "gpudirect_verify_ring_plan", "gpudirect_verify_fabric"}
 
 
 # ---------------------------------------------------------------- several pairs (coverage)

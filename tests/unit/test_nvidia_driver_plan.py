@@ -440,7 +440,8 @@ def test_module_host_runs_commands_in_list_form():
     host = module._Host(fake)
     assert host.run(["modinfo", "-k", "6.8.0", "-n", "nvidia"]) == (0, "x")
     assert host.run(["dpkg-query", "-W"]) == (127, "")
-    assert calls == [(["modinfo", "-k", "6.8.0", "-n", "nvidia"], {"LC_ALL": "C"})]
+    # the C locale of every module's commands (module_utils/gpudirect_host.py), LC_ALL=C among it
+    assert calls == [(["modinfo", "-k", "6.8.0", "-n", "nvidia"], {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"})]
 
 
 def test_module_documents_every_returned_key():

@@ -84,3 +84,49 @@ def test_a_job_runs_until_seconds_after_the_drain(tmp_path, monkeypatch):
         events = [line.split()[1:] for line in handle]
     assert events == [["job", "n1", "4"], ["busy", "n1"], ["drain", "n1"], ["busy", "n1"], ["idle", "n1"],
                       ["disrupt", "n1", "job=no"]]
+
+
+# The "lose" run (batches of 2, roll1 unreachable after its disruptive step): the fake
+# scheduler's log and the two tables of a run of molecule/rolling/rolling.yml with
+# local-connection nodes (2026-11-24, tests/unit/test_rolling_unreachable.py's setup).
+LOSE_LOG = """\
+1795552117.287 start gpudirect-roll1
+1795552117.463 start gpudirect-roll3
+1795552126.986 drain gpudirect-roll1
+1795552127.178 drain gpudirect-roll3
+1795552130.288 idle gpudirect-roll1
+1795552130.430 idle gpudirect-roll3
+1795552132.700 disrupt gpudirect-roll3 job=no
+1795552132.731 disrupt gpudirect-roll1 job=no
+1795552143.873 resume gpudirect-roll3
+1795552149.337 end gpudirect-roll3
+"""
+LOSE_OUTPUT = """\
+        "NODE             WHY                                                            RESUME BY HAND",
+        "gpudirect-roll1  unreachable in this run after its drain (last stage: disrupt)  \
+python3 /x/molecule/rolling/files/fake_scheduler.py /s/lose resume gpudirect-roll1"
+        "NODE             WHY                                                             RESUME BY HAND",
+        "gpudirect-roll1  unreachable in this run after its drain (last stage: disrupt)  \
+python3 /x/molecule/rolling/files/fake_scheduler.py /s/lose resume gpudirect-roll1",
+        "gpudirect-roll4  not reached: the run stopped before its batch (not drained, not changed); \
+run the playbook again  -"
+"""
+
+
+def test_the_good_lose_run_passes():
+    assert check.lose_problems(LOSE_LOG, LOSE_OUTPUT) == []
+
+
+@pytest.mark.parametrize("log,output,expected", [
+    (LOSE_LOG, LOSE_OUTPUT.replace("gpudirect-roll1  unreachable", "gpudirect-roll9  unreachable"),
+     "not named in any table"),
+    (LOSE_LOG, LOSE_OUTPUT.replace("(last stage: disrupt)", ""), "last stage disrupt"),
+    (LOSE_LOG, LOSE_OUTPUT.replace("resume gpudirect-roll1", "-"), "lacks its resume command"),
+    (LOSE_LOG + "1795552144.000 resume gpudirect-roll1\n", LOSE_OUTPUT, "unreachable gpudirect-roll1 was resumed"),
+    (LOSE_LOG.replace("1795552143.873 resume gpudirect-roll3\n", ""), LOSE_OUTPUT, "passed but was not resumed"),
+    (LOSE_LOG + "1795552150.000 start gpudirect-roll4\n", LOSE_OUTPUT, "ran after a node of the batch"),
+    (LOSE_LOG, LOSE_OUTPUT.replace("not reached", "skipped"), "not named as not reached"),
+])
+def test_each_broken_lose_promise_is_named(log, output, expected):
+    found = check.lose_problems(log, output)
+    assert any(expected in line for line in found), found

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Check the rolling scenario's fake-scheduler log and play output (issue #13, "How it is checked").
 
-    check_rolling.py LOG OUTPUT CHECK_LOG
+    check_rolling.py LOG OUTPUT CHECK_LOG [LOSE_LOG LOSE_OUTPUT]
 
 LOG is the real run's log, OUTPUT its ansible-playbook output, CHECK_LOG the log of the
---check run before it. Prints one line per broken promise and exits 1 when there is any.
+--check run before it; LOSE_LOG and LOSE_OUTPUT those of the "lose" run (batches of 2,
+every verification passing, roll1 made unreachable right after its disruptive step).
+Prints one line per broken promise and exits 1 when there is any.
 The expectations are the scenario's (molecule/rolling/rolling.yml): roll1 is changed and
 passes, roll2 needs nothing, roll3 is changed and fails verification, roll4 comes after
 roll3 with max_fail_percentage 0; roll1 and roll3 have a job running when the run starts.
@@ -71,12 +73,47 @@ def problems(log_text, output, check_log_text):
     return found
 
 
+def _rows(output, node):
+    """The lines of the printed drain tables that name NODE (debug prints each as a quoted item)."""
+    return [line for line in output.splitlines() if line.strip().startswith('"%s  ' % node)]
+
+
+def lose_problems(log_text, output):
+    """The "lose" run: roll1 (batch 1 with roll3) unreachable after its disruptive step."""
+    events = parse(log_text)
+    found = []
+
+    def of(node, event):
+        return [e for e in events if e[2] == node and e[1] == event]
+
+    lost = _rows(output, PASS)
+    if not lost:
+        found.append("lose run: the unreachable %s is not named in any table" % PASS)
+    for line in lost:
+        if "unreachable in this run after its drain (last stage: disrupt)" not in line:
+            found.append("lose run: %s's row does not say unreachable, drained, last stage disrupt: %s"
+                         % (PASS, line.strip()))
+        if "fake_scheduler.py" not in line or "resume %s" % PASS not in line:
+            found.append("lose run: %s's row lacks its resume command: %s" % (PASS, line.strip()))
+    if of(PASS, "resume"):
+        found.append("lose run: the unreachable %s was resumed" % PASS)
+    if not of(FAIL, "resume"):
+        found.append("lose run: %s, in the batch of the lost node, passed but was not resumed" % FAIL)
+    if [e for e in events if e[2] == LATER]:
+        found.append("lose run: %s ran after a node of the batch before it became unreachable" % LATER)
+    if not [line for line in _rows(output, LATER) if "not reached" in line]:
+        found.append("lose run: %s, never reached, is not named as not reached in the final table" % LATER)
+    return found
+
+
 def main(argv):
     texts = []
-    for path in argv[1:4]:
+    for path in argv[1:]:
         with open(path) as handle:
             texts.append(handle.read())
-    found = problems(*texts)
+    found = problems(*texts[:3])
+    if len(texts) >= 5:
+        found += lose_problems(*texts[3:5])
     for line in found:
         print(line)
     print("%d problem(s)" % len(found))

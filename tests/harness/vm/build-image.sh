@@ -205,7 +205,9 @@ EOF
 # shutdown the guest writes its default boot kernel (/vmlinuz, /initrd.img, the
 # links Debian moves to the newest kernel; else the newest /boot/vmlinuz-*) as a
 # tar archive onto a small raw disk (serial gpudirect-boot); vm.py boots the next
-# qemu from that archive, as a boot loader would boot the default entry.
+# qemu from that archive, as a boot loader would boot the default entry. When the
+# guest has /boot/grub/grub.cfg (a test installed GRUB's config tools), the archive
+# also carries grub.cfg, grubenv and /boot's kernels, and vm.py boots GRUB's choice.
 cat >"$root/usr/local/sbin/gpudirect-boot-handoff" <<'EOF'
 #!/bin/sh
 set -eu
@@ -219,7 +221,14 @@ else
 fi
 d=$(mktemp -d)
 ln -s "$k" "$d/vmlinuz"; ln -s "$i" "$d/initrd.img"; basename "$k" | sed 's/^vmlinuz-//' >"$d/kernel-release"
-tar -chf "$disk" -C "$d" vmlinuz initrd.img kernel-release
+# with a GRUB configuration, also its menu, environment block and every kernel it can
+# name: vm.py boots the entry GRUB would choose (tests/harness/vm/grub_menu.py)
+set --
+if [ -f /boot/grub/grub.cfg ]; then
+  cd /
+  set -- -C / boot/grub/grub.cfg $(ls -d boot/grub/grubenv boot/vmlinuz-* boot/initrd.img-* 2>/dev/null || true)
+fi
+tar -chf "$disk" -C "$d" vmlinuz initrd.img kernel-release "$@"
 sync
 rm -rf "$d"
 EOF

@@ -13,7 +13,7 @@ faster than qemu's in-process reset (measured: 105 s vs 249 s to ssh on a
 loaded 2-core host). A guest power-off or panic ends the VM. --warm-reboot
 keeps qemu's own reset.
 
-    vm.py start NAME --ssh-port P [--pair-net PORT --pair-role listen|connect
+    vm.py start NAME --ssh-port P [--pair-net PORT --pair-role listen|connect|mcast
                                    --pair-mac MAC [--pair-ip ADDR/PREFIX]] [--mem 2048]
     vm.py wait-ssh NAME [--timeout 600]
     vm.py info NAME           # molecule instance_config entry as JSON
@@ -56,6 +56,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("GPUDIRECT_CACHE") or Path.home() / ".cache" / "gpudirect-rdma") / "vm"
 QEMU = os.environ.get("GPUDIRECT_QEMU", "qemu-system-x86_64")
+# multicast group of --pair-role mcast (the port, --pair-net, tells segments apart)
+PAIR_MCAST_GROUP = "230.0.0.1"
 PROJECT = HERE.parents[2]
 # What a converged test node is made of: a saved disk is valid only while these
 # files are unchanged (their content is hashed; see code_stamp).
@@ -210,6 +212,15 @@ def saved_disk_problem(saved: Path, img: Path) -> str | None:
 
 
 # ---------------------------------------------------------------- commands
+def pair_netdev(role: str, port: int) -> str:
+    """qemu -netdev of the pair NIC: listen/connect link two VMs over TCP on 127.0.0.1:PORT;
+    mcast puts every VM started with PORT on one L2 segment (each qemu joins the multicast
+    group on the host's loopback interface)."""
+    if role == "mcast":
+        return f"socket,id=net1,mcast={PAIR_MCAST_GROUP}:{port},localaddr=127.0.0.1"
+    return f"socket,id=net1,{'listen' if role == 'listen' else 'connect'}=127.0.0.1:{port}"
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     rd = run_dir(args, args.name)
     if rd.exists() and vm_alive(rd):
@@ -287,10 +298,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     else:
         qemu += ["-no-reboot"]
     if args.pair_net:
-        role = "listen" if args.pair_role == "listen" else "connect"
         qemu += [
             "-device", "pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2,addr=0x5",
-            "-netdev", f"socket,id=net1,{role}=127.0.0.1:{args.pair_net}",
+            "-netdev", pair_netdev(args.pair_role, args.pair_net),
             "-device", f"virtio-net-pci,netdev=net1,bus=rp2,mac={args.pair_mac}",
         ]
     (rd / "qemu.argv.json").write_text(json.dumps(qemu))
@@ -454,8 +464,31 @@ def boot_entry(rd: Path, qemu: list[str]) -> list[str]:
     The guest's gpudirect-boot-handoff writes a tar (vmlinuz, initrd.img,
     kernel-release) of its default boot kernel onto bootdisk.raw. Without a valid
     archive (first boot, guest crashed) the previous kernel boots again.
+
+    When the archive also holds boot/grub/grub.cfg (the guest has a GRUB
+    configuration), the entry GRUB would boot is booted instead: its `linux`
+    image and `initrd` from the archive, its `linux` arguments first on the
+    command line, then the harness's own words (console, root=/dev/vda rw, ...),
+    which win where both set the same thing. The entry's `quiet` is left out:
+    the supervisor watches the console for early-boot stalls. A grub.cfg that
+    cannot be read, or an entry whose files are not in the archive, falls back
+    to the handed-over default kernel with the harness's command line, saying why.
     """
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import grub_menu  # noqa: PLC0415  tests/harness/vm/grub_menu.py, beside this file
+
+    def say(msg: str) -> None:
+        # stderr: `start --from-saved` calls this too, and its stdout is the instance config
+        print(f"[supervise] {msg}", file=sys.stderr, flush=True)
+
     boot = rd / "boot"
+    # the harness's own command line, as cmd_start built it (before any entry's arguments)
+    base_file = rd / "append.harness"
+    if not base_file.exists():
+        base_file.write_text(qemu[qemu.index("-append") + 1])
+    harness_append = base_file.read_text()
+    grub = None
     try:
         with tarfile.open(rd / "bootdisk.raw", "r:") as tar:
             names = set(tar.getnames())
@@ -463,23 +496,56 @@ def boot_entry(rd: Path, qemu: list[str]) -> list[str]:
                 raise tarfile.TarError(f"archive holds {sorted(names)}")
             shutil.rmtree(boot, ignore_errors=True)
             boot.mkdir()
-            for name in ("vmlinuz", "initrd.img", "kernel-release"):
-                src = tar.extractfile(tar.getmember(name))
+
+            def copy_out(member: str, dest: str) -> None:
+                src = tar.extractfile(tar.getmember(member))
                 if src is None:
-                    raise tarfile.TarError(f"{name} is not a regular file in the archive")
-                with src, open(boot / name, "wb") as dst:
+                    raise tarfile.TarError(f"{member} is not a regular file in the archive")
+                with src, open(boot / dest, "wb") as dst:
                     shutil.copyfileobj(src, dst)
+
+            for name in ("vmlinuz", "initrd.img", "kernel-release"):
+                copy_out(name, name)
+            if "boot/grub/grub.cfg" in names:
+                try:
+                    cfg = tar.extractfile("boot/grub/grub.cfg").read().decode(errors="replace")
+                    env = (tar.extractfile("boot/grub/grubenv").read().decode(errors="replace")
+                           if "boot/grub/grubenv" in names else None)
+                    choice = grub_menu.choose(cfg, env)
+                    # GRUB resolves paths on the root file system here (/boot is not a partition of its own)
+                    files = [p.lstrip("/") for p in [choice.kernel, *choice.initrd[:1]]]
+                    lacking = [p for p in files if p not in names]
+                    if not choice.initrd:
+                        raise grub_menu.GrubCfgError(f"entry {' > '.join(choice.path)!r} has no initrd line")
+                    if lacking:
+                        raise grub_menu.GrubCfgError(f"entry {' > '.join(choice.path)!r} names {lacking}, "
+                                                     "not in the handed-over archive")
+                    copy_out(files[0], "grub-vmlinuz")
+                    copy_out(files[1], "grub-initrd.img")
+                    grub = choice
+                except (grub_menu.GrubCfgError, OSError, tarfile.TarError, AttributeError) as e:
+                    say(f"guest grub.cfg not used ({e}): booting the handed-over default kernel "
+                        "with the harness's command line")
     except (OSError, tarfile.TarError) as e:
-        print(f"[supervise] no kernel handed over at shutdown ({e}): booting the same kernel again",
-              file=sys.stderr, flush=True)
+        say(f"no kernel handed over at shutdown ({e}): booting the same kernel again")
         return qemu
-    release = (boot / "kernel-release").read_text().strip()
     new = list(qemu)
-    new[new.index("-kernel") + 1] = str(boot / "vmlinuz")
-    new[new.index("-initrd") + 1] = str(boot / "initrd.img")
+    if grub is not None:
+        release = Path(grub.kernel).name.removeprefix("vmlinuz-")
+        kernel, initrd = boot / "grub-vmlinuz", boot / "grub-initrd.img"
+        own = [a for a in grub.args if a != "quiet" and "$" not in a]
+        append = " ".join([f"BOOT_IMAGE={grub.kernel}", *own, harness_append])
+        for note in grub.notes:
+            say(f"grub.cfg: {note}")
+        say(f"GRUB's entry {' > '.join(grub.path)} (default {grub.spec!r}): {grub.kernel} {' '.join(grub.args)}")
+    else:
+        release = (boot / "kernel-release").read_text().strip()
+        kernel, initrd, append = boot / "vmlinuz", boot / "initrd.img", harness_append
+    new[new.index("-kernel") + 1] = str(kernel)
+    new[new.index("-initrd") + 1] = str(initrd)
+    new[new.index("-append") + 1] = append
     (rd / "qemu.argv.json").write_text(json.dumps(new))
-    # stderr: `start --from-saved` calls this too, and its stdout is the instance config
-    print(f"[supervise] booting the guest's default kernel {release}", file=sys.stderr, flush=True)
+    say(f"booting the guest's default kernel {release}")
     return new
 
 
@@ -612,7 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--image", help="image dir (default: build-image.sh output)")
     s.add_argument("--mac", help="main NIC MAC (default: derived from the name)")
     s.add_argument("--pair-net", type=int, metavar="SOCKETPORT", help="second NIC: qemu socket netdev on 127.0.0.1:PORT")
-    s.add_argument("--pair-role", choices=["listen", "connect"], default="listen")
+    s.add_argument("--pair-role", choices=["listen", "connect", "mcast"], default="listen",
+                   help="listen/connect: a link between two VMs; mcast: a segment shared by every VM on PORT")
     s.add_argument("--pair-mac")
     s.add_argument("--pair-ip", metavar="ADDR/PREFIX", help="static address of the pair NIC in the guest")
     s.add_argument("--append", action="append", help="extra kernel command line word (repeatable)")

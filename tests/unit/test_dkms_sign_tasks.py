@@ -1,0 +1,97 @@
+"""roles/gpudirect_dkms/tasks/sign.yml on this machine, on a given policy.
+
+The read-only probe (gpudirect_module_signing, action check) runs, but its registered
+result is replaced by one given as an extra var (extra vars win), so the kernel "enforces"
+signatures; the role's paths point into a temporary directory. The signing run itself is
+real: with nothing of the chain built on this machine it only writes the certificate's DER
+copy, and the tasks write the pushed key and certificate and the DKMS drop-in.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+from conftest import ROOT
+
+HERE = os.path.join(ROOT, "tests", "fixtures", "secure_boot")
+KERNEL = "6.1.0-20-amd64"
+# not a key: the tasks only check the PEM armour; nothing signs with it here
+KEY_TEXT = "-----BEGIN PRIVATE KEY-----\nTUFERS1VUC1GT1ItVEhFLVRFU1Q=\n-----END PRIVATE KEY-----\n"
+
+PLAYBOOK = """---
+- name: gpudirect_dkms's signing tasks on a given policy
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: The signing tasks
+      ansible.builtin.include_role:
+        name: gpudirect_dkms
+        tasks_from: sign
+"""
+
+
+def _probe(required=True, modules=1, method="framework_conf"):
+    return {"changed": False, "secure_boot": {"signatures_required": required, "enforcement": "module.sig_enforce=Y"},
+            "modules": [{"module": "nvidia", "kernel": KERNEL}] * modules, "problems": [], "dkms_method": method,
+            "dkms_version": [3, 0, 10], "trust": {}, "certificate": None, "actions": [], "kernels": [KERNEL]}
+
+
+def _play(tmp_path, probe, check=False, **knobs):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    signing = tmp_path / "module-signing"
+    extra = {"__gpudirect_dkms_signing_probe": probe, "__gpudirect_dkms_signing_kernels": [KERNEL],
+             "__gpudirect_dkms_signing_dir": str(signing),
+             "__gpudirect_dkms_signing_cert_der": str(signing / "signing-cert.der"),
+             "__gpudirect_dkms_signing_dropin": str(tmp_path / "framework.conf.d" / "90-gpudirect-signing.conf"),
+             "__gpudirect_dkms_result": {"kernels": [{"release": KERNEL}]}}
+    extra.update(knobs)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_ROLES_PATH=os.path.join(ROOT, "roles"),
+               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+               ANSIBLE_LOCALHOST_WARNING="False")
+    argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-e", json.dumps(extra),
+            "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)] + (["--check"] if check else [])
+    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout, signing
+
+
+def test_enforcing_kernel_without_a_key_fails_naming_the_knobs(tmp_path):
+    rc, log, _signing = _play(tmp_path, _probe())
+    assert rc != 0
+    flat = " ".join(log.split())
+    assert "refuses unsigned modules (module.sig_enforce=Y)" in flat
+    for knob in ("gpudirect_dkms_signing_key_path", "gpudirect_dkms_signing_cert_content"):
+        assert knob in flat
+
+
+def test_nothing_built_and_no_key_is_no_failure(tmp_path):
+    rc, log, _signing = _play(tmp_path, _probe(modules=0))
+    assert rc == 0, log
+
+
+def test_pushed_key_and_dkms_drop_in_then_nothing_changes(tmp_path):
+    with open(os.path.join(HERE, "signing_cert.pem")) as handle:
+        cert_text = handle.read()
+    knobs = {"gpudirect_dkms_signing_key_content": KEY_TEXT, "gpudirect_dkms_signing_cert_content": cert_text}
+    rc, log, signing = _play(tmp_path, _probe(), check=True, **knobs)
+    assert rc == 0, log
+    assert not signing.exists()
+    rc, log, signing = _play(tmp_path, _probe(), **knobs)
+    assert rc == 0, log
+    assert "TUFERS1VUC1GT1ItVEhFLVRFU1Q" not in log
+    key = signing / "signing-key.pem"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and key.read_text() == KEY_TEXT
+    assert stat.S_IMODE(signing.stat().st_mode) == 0o700
+    with open(os.path.join(HERE, "signing_cert.der"), "rb") as handle:
+        assert (signing / "signing-cert.der").read_bytes() == handle.read()
+    dropin = (tmp_path / "framework.conf.d" / "90-gpudirect-signing.conf").read_text()
+    assert 'mok_signing_key="%s"\n' % key in dropin
+    assert 'mok_certificate="%s"\n' % (signing / "signing-cert.pem") in dropin
+    rc, log, _signing = _play(tmp_path, _probe(), **knobs)
+    assert rc == 0, log
+    assert "changed=0" in log.split("PLAY RECAP")[1]

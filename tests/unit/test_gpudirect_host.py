@@ -1,0 +1,72 @@
+"""module_utils/gpudirect_host.py: the host adapter, the file reader and the atomic write
+that the plan modules, gpudirect_lock and gpudirect_repo_key share."""
+
+import os
+import stat
+import types
+
+import pytest
+
+from ansible.module_utils import gpudirect_host as host_utils
+
+
+def test_read_text_keeps_the_text_and_answers_default_when_missing(tmp_path):
+    path = tmp_path / "version"
+    path.write_bytes(b"580.95.05\n")
+    assert host_utils.read_text(str(path)) == "580.95.05\n"
+    assert host_utils.read_text(str(tmp_path / "absent")) is None
+    assert host_utils.read_text(str(tmp_path / "absent"), "") == ""
+    # a directory is unreadable as a file: the default, not an exception
+    assert host_utils.read_text(str(tmp_path), "") == ""
+
+
+def test_read_text_reads_a_byte_that_is_not_utf8_as_a_replacement(tmp_path):
+    """A Latin-1 comment in a limits.conf must not end the module with UnicodeDecodeError."""
+    path = tmp_path / "limits.conf"
+    path.write_bytes(b"# Andr\xe9\n*  hard  memlock  unlimited\n")
+    assert host_utils.read_text(str(path)) == "# Andr\ufffd\n*  hard  memlock  unlimited\n"
+
+
+def test_host_read_and_run_strip_nothing_but_command_output(tmp_path):
+    path = tmp_path / "class"
+    path.write_text("0x068000\n")
+    host = host_utils.Host(lambda argv: (0, " x \n", None))
+    assert host.read(str(path)) == "0x068000\n"
+    assert host.read(str(tmp_path / "absent")) == ""
+    assert host.run(["true"]) == (0, "x", "")
+    assert host.release() == os.uname()[2]
+
+
+def test_module_runner_runs_list_form_in_the_c_locale_and_answers_127_for_a_missing_tool():
+    calls = []
+    module = types.SimpleNamespace(
+        get_bin_path=lambda name: "/usr/sbin/" + name if name == "modinfo" else None,
+        run_command=lambda argv, environ_update: calls.append((argv, environ_update)) or (0, "ok\n", ""))
+    run = host_utils.module_runner(module)
+    assert run(["modinfo", "-n", "nvidia"]) == (0, "ok\n", "")
+    assert run(["ofed_info", "-s"]) == (127, "", "ofed_info: not found on this node")
+    assert calls == [(["modinfo", "-n", "nvidia"], {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"})]
+
+
+def test_write_beside_places_the_whole_file_with_its_mode_in_a_new_directory(tmp_path):
+    dest = tmp_path / "keyrings" / "cuda.asc"
+    placed = host_utils.write_beside(str(dest), b"key\n", 0o640, ".test-", lambda tmp: os.rename(tmp, str(dest))
+                                     or "placed")
+    assert placed == "placed"
+    assert dest.read_bytes() == b"key\n"
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "keyrings").stat().st_mode) & 0o755 == 0o755
+    assert os.listdir(str(tmp_path / "keyrings")) == ["cuda.asc"]
+
+
+def test_write_beside_leaves_no_temporary_file_when_place_refuses_or_fails(tmp_path):
+    dest = tmp_path / "run.lock"
+    dest.write_text("held by another run\n")
+    assert host_utils.write_beside(str(dest), "ours\n", 0o644, ".test-", lambda tmp: False) is False
+
+    def fail(tmp):
+        raise OSError("disk full")
+    with pytest.raises(OSError, match="disk full"):
+        host_utils.write_beside(str(dest), "ours\n", 0o644, ".test-", fail)
+    assert dest.read_text() == "held by another run\n"
+    assert os.listdir(str(tmp_path)) == ["run.lock"]

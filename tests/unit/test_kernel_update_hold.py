@@ -1,0 +1,139 @@
+"""playbooks/kernel_update.yml wiring of the boot default hold and the final table (issue #13, outcome 3).
+
+The real playbook, filters, module_utils and gpudirect_drain role (its lock module on
+per-node files under /run/lock) run with ansible-playbook over three local-connection
+nodes, batches of 2; the stage roles are stand-ins that log, and gpudirect_boot_default
+is a stand-in action that logs what it was asked (the module has its own tests,
+tests/unit/test_boot_hold.py). n1 passes, n2 fails at its DKMS build, n3 is in the next
+batch, which the failed batch stops.
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+
+LOG = """\
+- name: Log {event}
+  ansible.builtin.debug:
+    msg: "EVENT {{{{ inventory_hostname }}}} {event}"
+"""
+
+
+def _role(root, name, files):
+    for rel, text in files.items():
+        path = root / "roles" / name / "tasks" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("---\n" + textwrap.dedent(text))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ku")
+    (root / "playbooks").mkdir()
+    shutil.copy(os.path.join(ROOT, "playbooks", "kernel_update.yml"), root / "playbooks" / "kernel_update.yml")
+    (root / "roles").mkdir()
+    os.symlink(os.path.join(ROOT, "roles", "gpudirect_drain"), root / "roles" / "gpudirect_drain")
+    for name in ("os_release_pin", "gpudirect_reboot", "mlnx_ofed", "nvidia_driver", "gpudirect_peermem"):
+        _role(root, name, {"main.yml": LOG.format(event=name)})
+    _role(root, "kernel_update", {
+        "main.yml": LOG.format(event="kernel"),
+        "drain.yml": "- name: Drain\n  ansible.builtin.include_role:\n    name: gpudirect_drain\n    tasks_from: drain\n",
+        "resume.yml": "- name: Resume\n  ansible.builtin.include_role:\n    name: gpudirect_drain\n    tasks_from: resume\n",
+    })
+    _role(root, "gpudirect_dkms", {"main.yml": LOG.format(event="dkms") + textwrap.dedent("""\
+        - name: Fail the build where the inventory says so
+          ansible.builtin.fail:
+            msg: "dkms build of nvidia/570.86.15 for 6.1.0-21-amd64 failed"
+          when: stub_dkms_fails | default(false)
+        """)})
+    _role(root, "gpudirect_verify", {"main.yml": LOG.format(event="verify") + textwrap.dedent("""\
+        - name: The verdict
+          ansible.builtin.set_fact:
+            gpudirect_verify_status: passed
+        """)})
+    (root / "action_plugins").mkdir()
+    (root / "action_plugins" / "gpudirect_facts.py").write_text(textwrap.dedent("""\
+        from ansible.plugins.action import ActionBase
+
+
+        class ActionModule(ActionBase):
+            def run(self, tmp=None, task_vars=None):
+                return {"changed": False}
+        """))
+    (root / "action_plugins" / "gpudirect_boot_default.py").write_text(textwrap.dedent("""\
+        # stand-in for library/gpudirect_boot_default.py: logs what it was asked
+        import os
+
+        from ansible.plugins.action import ActionBase
+
+
+        class ActionModule(ActionBase):
+            def run(self, tmp=None, task_vars=None):
+                args = self._task.args
+                held = args["state"] == "held" and not args.get("proven")
+                with open(os.environ["KU_BOOT_LOG"], "a") as handle:
+                    handle.write("%s %s proven=%s\\n" % (task_vars["inventory_hostname"], args["state"],
+                                                         args.get("proven")))
+                return {"changed": held, "held": held, "method": "grub", "running": "6.1.0-20-amd64",
+                        "default": "6.1.0-20-amd64" if held else "6.1.0-21-amd64",
+                        "instead_of": "6.1.0-21-amd64" if held else None, "reason": "stand-in",
+                        "msg": "EVENT boot %s proven=%s" % (args["state"], args.get("proven"))}
+        """))
+    prefix = "/run/lock/gpudirect-ku-%d-" % os.getpid()
+    hosts = ["all:", "  children:", "    gpu_nodes:", "      hosts:"]
+    for node, extra in (("n1", ""), ("n2", ", stub_dkms_fails: true"), ("n3", "")):
+        hosts.append("        %s: {ansible_connection: local, ansible_python_interpreter: %s, "
+                     "gpudirect_drain_lock_file: '%s%s.lock'%s}" % (node, sys.executable, prefix, node, extra))
+    hosts += ["      vars:", "        gpudirect_drain_command: [\"true\"]",
+              "        gpudirect_drain_resume_command: [\"true\", resume, \"{{ inventory_hostname }}\"]",
+              "        gpudirect_drain_no_log: false"]
+    (root / "hosts.yml").write_text("\n".join(hosts) + "\n")
+    (root / "ansible.cfg").write_text(textwrap.dedent("""\
+        [defaults]
+        roles_path = roles
+        action_plugins = action_plugins
+        library = %s/library
+        module_utils = %s/module_utils
+        filter_plugins = %s/filter_plugins
+        retry_files_enabled = false
+        """ % (ROOT, ROOT, ROOT)))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               KU_BOOT_LOG=str(root / "boot.log"))
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "hosts.yml",
+            "playbooks/kernel_update.yml", "-e", "kernel_update_serial=2"]
+    try:
+        proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        for path in glob.glob(prefix + "*"):
+            os.remove(path)
+    events = re.findall(r'"msg": "EVENT (\S+) ?(.*?)"', proc.stdout)
+    boot = (root / "boot.log").read_text().splitlines() if (root / "boot.log").exists() else []
+    return proc, events, boot
+
+
+def test_the_failed_node_is_held_the_passed_one_released_and_the_next_batch_not_reached(run):
+    proc, events, boot = run
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    by_node = {}
+    for node, event in events:
+        by_node.setdefault(node, []).append(event)
+    assert "verify" in by_node["n1"] and "verify" not in by_node["n2"]
+    assert "n3" not in by_node
+    rows = {m.group(1): m.group(2) for m in re.finditer(r'^\s*"(n\d)  (.*)"', proc.stdout, re.M)}
+    assert "failed at 'Fail the build where the inventory says so'" in rows["n2"]
+    assert "default boot kernel held on 6.1.0-20-amd64 instead of 6.1.0-21-amd64" in rows["n2"]
+    assert "true resume n2" in rows["n2"]
+    assert "n1" not in rows
+    assert "Not reached yet (1): n3." in proc.stdout
+    # the hold is released after each node's drain, then taken unless the chain was proven
+    assert sorted(boot) == ["n1 held proven=True", "n1 released proven=None",
+                            "n2 held proven=False", "n2 released proven=None"]
+    assert boot.index("n2 released proven=None") < boot.index("n2 held proven=False")
