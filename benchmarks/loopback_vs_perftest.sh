@@ -61,8 +61,17 @@ ib_write_bw -d \$dev $gidopt -s $SIZE -n $ITERS -p $PORT --report_gbits -F >/tmp
 sleep 2; ib_write_bw -d \$dev $gidopt -s $SIZE -n $ITERS -p $PORT --report_gbits -F \$ip; wait \$srv"
   "$ANSIBLE" "$HOSTS" -b "$@" -m ansible.builtin.shell -a "$script" >"$tmp/perf.json" || { cat "$tmp/perf.json"; exit 1; }
   json_field "$tmp/perf.json" stdout >"$tmp/perf.txt"
-  # the line after the "#bytes ... BW average[Gb/sec]" header: bytes iters peak average msgrate
-  perftest_bw=$(awk '/#bytes/{getline; print $4; exit}' "$tmp/perf.txt")
+  # the role's parser (module_utils/gpudirect_crosscheck.py): the result row's BW average, Gbit/s
+  perftest_bw=$("$PY" - "$tmp/perf.txt" <<'PY'
+import sys
+sys.path.insert(0, "module_utils")
+import gpudirect_crosscheck as xc
+try:
+    print(xc.parse_perftest(open(sys.argv[1]).read())["bw_average_gbps"])
+except xc.CrosscheckError as exc:
+    sys.stderr.write("%s\n" % exc)
+PY
+) || true
   [ -n "$perftest_bw" ] || { echo "no ib_write_bw result:"; cat "$tmp/perf.txt"; exit 1; }
 }
 # odd rounds run the module first (round 1 so: it picks the GID index that

@@ -38,6 +38,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 from ansible.module_utils import gpudirect_coverage as _coverage  # noqa: E402
+from ansible.module_utils import gpudirect_crosscheck as _crosscheck  # noqa: E402
 from ansible.module_utils import gpudirect_loopback_packages as _packages  # noqa: E402
 from ansible.module_utils import gpudirect_ring as _ring  # noqa: E402
 from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
@@ -365,6 +366,9 @@ def gpudirect_verify_report_md(record):
         lines += ["", "## Path warnings", ""] + ["- %s" % w for w in r["path_warnings"]]
     if r.get("notes"):
         lines += ["", "## Notes", ""] + ["- %s" % n for n in r["notes"]]
+    if r.get("crosscheck"):
+        lines += ["", "## Cross-checks (perftest, nccl-tests)", ""] + ["- %s" % n for n in
+                                                                       _crosscheck.crosscheck_lines(r["crosscheck"])]
     if r.get("would_run"):
         lines += ["", "## Would run (check mode)", ""] + ["    %s" % " ".join(str(a) for a in cmd)
                                                           for cmd in r["would_run"]]
@@ -436,6 +440,8 @@ def gpudirect_verify_fleet_table(records, hosts=None):
                                                 " What to do: %s" % diag["fix"] if diag.get("fix") else ""))
             for note in r.get("notes") or []:
                 problems.append("  %s: %s" % (host, note))
+            for line in _crosscheck.crosscheck_lines(r.get("crosscheck")):
+                problems.append("  %s: %s" % (host, line))
         counts[status] = counts.get(status, 0) + 1
     widths = [max(len(str(row[i])) for row in rows + [TABLE_COLUMNS]) for i in range(len(TABLE_COLUMNS))]
 

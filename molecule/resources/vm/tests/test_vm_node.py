@@ -220,6 +220,8 @@ def test_verification_report_says_passed_with_every_byte_compared(host):
     assert record["mode_reason"] == "auto: no GPU", record
     assert record["memory"] == "no GPU: RDMA path proven with host memory", record
     assert [(p["rdma_device"], p["status"]) for p in record["pairs"]] == [(RXE, "passed")], record
+    # tasks/crosscheck.yml: ib_write_bw (perftest is in the image) on the same pair, reported as a ratio
+    assert isinstance(record["crosscheck"]["perftest"]["pairs"][0]["ratio"], float), record["crosscheck"]
     with open(os.path.join(reports, name + ".md")) as f:
         assert "passed" in f.read()
 
