@@ -43,6 +43,12 @@ MLNX_OFED_RELEASES=("24.10-1.1.4.0")
 NVIDIA_VERSIONS=("580.95.05" "580.105.08")
 NVIDIA_BRANCH=580
 CUDA_VERSION_FOR_DRIVER=13.0
+# GDRCopy release in the CUDA repository stand-in (a real release: NVIDIA publishes
+# gdrdrv-dkms_2.5.1-1, libgdrapi_2.5.1-1, gdrcopy-tests_2.5.1-1, gdrcopy_2.5.1-1 under
+# developer.download.nvidia.com/compute/redist/gdrcopy/). The tests package prints the
+# real outputs kept in tests/fixtures/gdrcopy/.
+GDRCOPY_VERSION=2.5.1
+GDRCOPY_FIXTURES="$repo_root/tests/fixtures/gdrcopy"
 FORMAT=1   # bump to force a rebuild when the layout logic changes
 
 log() { printf '[standin-repo] %s\n' "$*" >&2; }
@@ -61,6 +67,7 @@ recipe_hash=$(
     cat "$here/build.sh"
     (cd "$here" && find src -type f -print0 | sort -z | xargs -0 sha256sum)
     (cd "$FIXTURES" && sha256sum nvidia-smi-q.txt nvidia-smi-topo.txt nvidia-smi-query.csv)
+    (cd "$GDRCOPY_FIXTURES" && sha256sum sanity-pass-v100.txt copybw-v100.txt)
   } | sha256sum | cut -c1-16
 )
 cache_root=${GPUDIRECT_CACHE:-$HOME/.cache/gpudirect-rdma}/standin-repo
@@ -421,6 +428,42 @@ EOF
   finish_pkg "$r" "$cuda" "Depends: nvidia-fabricmanager (= $pv)" \
     "cuda-drivers-fabricmanager-$NVIDIA_BRANCH metapackage $v"
 done
+# ---- GDRCopy ---------------------------------------------------------------------
+# NVIDIA's Debian/Ubuntu package names (NVIDIA/gdrcopy packages/: dkms/debian/control
+# gdrdrv-dkms, debian-lib/control libgdrapi, debian-tests/control gdrcopy-tests,
+# debian-meta/control gdrcopy). gdrdrv-dkms builds gdrdrv.ko against the NVIDIA sources
+# under /usr/src/nvidia-* and links it against nvidia's nvidia_p2p_* exports.
+log "GDRCopy $GDRCOPY_VERSION -> $cuda"
+gv="$GDRCOPY_VERSION-1"
+r=$(new_pkg gdrdrv-dkms "$gv" amd64)
+src="$r/usr/src/gdrdrv-$GDRCOPY_VERSION"
+mkdir -p "$src"
+cp -a "$here/src/gdrcopy/gdrdrv/." "$src/"
+sed "s/@VERSION@/$GDRCOPY_VERSION/g" "$here/src/gdrcopy/gdrdrv/dkms.conf.in" > "$src/dkms.conf"
+rm -f "$src/dkms.conf.in"
+printf '#define GDRDRV_STANDIN_VERSION "%s"\n' "$GDRCOPY_VERSION" > "$src/gdrdrv_standin_version.h"
+dkms_maintscripts "$r" gdrdrv "$GDRCOPY_VERSION"
+finish_pkg "$r" "$cuda" "Depends: dkms, make, gcc, kmod" \
+  "gdrdrv DKMS source (GDRCopy $GDRCOPY_VERSION): gdrdrv.ko, linked against nvidia"
+r=$(new_pkg libgdrapi "$gv" amd64)
+mkdir -p "$r/usr/share/doc/libgdrapi"
+echo "STAND-IN: no libgdrapi.so is shipped; the provisioning roles never link against it." \
+  > "$r/usr/share/doc/libgdrapi/README.standin"
+finish_pkg "$r" "$cuda" "" "libgdrapi $GDRCOPY_VERSION (name and version only, no library)"
+r=$(new_pkg gdrcopy-tests "$gv" amd64)
+mkdir -p "$r/usr/bin" "$r/usr/share/gdrcopy-tests-standin"
+for t in gdrcopy_sanity gdrcopy_copybw; do
+  sed "s/@VERSION@/$GDRCOPY_VERSION/g" "$here/src/gdrcopy/tests/$t" > "$r/usr/bin/$t"
+  chmod 755 "$r/usr/bin/$t"
+done
+cp "$GDRCOPY_FIXTURES/sanity-pass-v100.txt" "$r/usr/share/gdrcopy-tests-standin/sanity-pass.txt"
+cp "$GDRCOPY_FIXTURES/copybw-v100.txt" "$r/usr/share/gdrcopy-tests-standin/copybw.txt"
+finish_pkg "$r" "$cuda" "Depends: libgdrapi (>= $gv)" \
+  "gdrcopy_sanity and gdrcopy_copybw $GDRCOPY_VERSION printing NVIDIA's published outputs"
+r=$(new_pkg gdrcopy "$gv" amd64)
+finish_pkg "$r" "$cuda" "Depends: gdrdrv-dkms (= $gv), libgdrapi (= $gv), gdrcopy-tests (= $gv)" \
+  "GDRCopy $GDRCOPY_VERSION metapackage"
+
 # Before 580 the Debian/Ubuntu package carries the branch in its name (real version of the
 # R570 data-centre release 570.133.20); no 570 driver is built, it is here for its name.
 fabricmanager_pkg nvidia-fabricmanager-570 570.133.20 ""
@@ -453,6 +496,7 @@ STANDIN_MLNX_OFED_VERSIONS="${MLNX_OFED_RELEASES[*]}"
 STANDIN_MLNX_OFED_REPO_PATH_TEMPLATE=public/repo/mlnx_ofed/{ofed_version}/debian12.5/x86_64/
 STANDIN_MLNX_OFED_KEY_PATH=public/repo/mlnx_ofed/GPG-KEY-Mellanox.pub
 STANDIN_NVIDIA_VERSIONS="${NVIDIA_VERSIONS[*]}"
+STANDIN_GDRCOPY_VERSION=$GDRCOPY_VERSION
 STANDIN_CUDA_REPO_PATH=compute/cuda/repos/debian12/x86_64/
 STANDIN_CUDA_SUITE=/
 STANDIN_CUDA_KEY_PATH=compute/cuda/repos/debian12/x86_64/$CUDA_KEY_FILE

@@ -132,6 +132,14 @@ in_ch dkms status
 show_peermem
 sed -i 's#/doca/2.10.0/#/doca/2.9.1/#' "$CH/etc/apt/sources.list.d/doca.list"
 
+say "GDRCopy after the driver: apt-get install gdrdrv-dkms libgdrapi gdrcopy-tests (gdrdrv links against nvidia)"
+in_ch apt-get install -y -q -o Dpkg::Use-Pty=0 gdrdrv-dkms libgdrapi gdrcopy-tests 2>&1 | grep -E 'Setting up|Building|Error|error' || true
+in_ch dkms status gdrdrv
+echo "gdrdrv.ko: depends='$(in_ch modinfo -k "$KVER" -F depends gdrdrv)' nvidia_src='$(in_ch modinfo -k "$KVER" -F nvidia_src gdrdrv)'"
+echo "gdrdrv imports: $(in_ch sh -c "modprobe --dump-modversions \$(modinfo -k $KVER -F filename gdrdrv) | grep nvidia_p2p")"
+echo "gdrcopy_sanity without gdrdrv loaded (the chroot loads nothing):"; in_ch gdrcopy_sanity | head -n 3 || true
+in_ch apt-get -y -q purge gdrcopy-tests libgdrapi gdrdrv-dkms >/dev/null 2>&1 || true
+
 say "nvidia-smi without the module loaded (real message, exit 9)"
 in_ch nvidia-smi || echo "exit=$?"
 purge_all

@@ -312,3 +312,46 @@ def test_verification_module_bandwidth_close_to_perftest(host):
     m = re.search(r"^module_bw=.*module_bw/perftest_bw=([\d.]+)", res.stdout, re.M)
     assert m, res.stdout
     assert float(m.group(1)) >= LOOPBACK_RATIO_FLOOR, res.stdout
+
+
+def _gdrcopy_installed(host):
+    if not host.package("gdrdrv-dkms").is_installed:
+        pytest.skip("gdrdrv-dkms not installed on this node (nvidia_driver_gdrcopy is false in this scenario)")
+
+
+def test_gdrdrv_built_after_nvidia_for_every_kernel_and_loaded(host):
+    """rdma sets nvidia_driver_gdrcopy: true: the stand-in gdrdrv-dkms is installed from the
+    CUDA repository stand-in, held, built by DKMS after nvidia for every kernel that has both
+    (the gpudirect_dkms chain), links against nvidia, and is loaded with /dev/gdrdrv."""
+    _gdrcopy_installed(host)
+    kernel = host.check_output("uname -r")
+    out = host.check_output(
+        "for d in /var/lib/dkms/nvidia/*/*/x86_64/module; do k=$(echo $d | cut -d/ -f7); "
+        "g=$(ls -d /var/lib/dkms/gdrdrv/*/$k/x86_64/module 2>/dev/null | head -n1); "
+        '[ -n "$g" ] && echo "$k $(stat -c %Y $d) $(stat -c %Y $g)"; done; true'
+    )
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    assert kernel in [r[0] for r in rows], f"gdrdrv not built by DKMS for the running kernel {kernel}: {rows}"
+    for k, nvidia_t, gdrdrv_t in rows:
+        assert int(gdrdrv_t) >= int(nvidia_t), f"{k}: gdrdrv built before nvidia"
+    assert host.check_output("modinfo -k %s -F depends gdrdrv", kernel) == "nvidia"
+    assert host.file("/sys/module/gdrdrv").is_directory
+    assert host.file("/dev/gdrdrv").exists
+    assert "gdrdrv" in host.file("/etc/modules-load.d/gpudirect-gdrdrv.conf").content_string
+    held = host.check_output("apt-mark showhold").split()
+    assert {"gdrdrv-dkms", "libgdrapi", "gdrcopy-tests"} <= set(held), held
+
+
+def test_verification_report_has_the_gdrcopy_and_dcgm_checks(host):
+    """gpudirect_verify ran the stand-in's gdrcopy_sanity and gdrcopy_copybw (NVIDIA's
+    published outputs) and reported the DCGM diagnostic as skipped: no dcgmi on the VM."""
+    _gdrcopy_installed(host)
+    _, inventory, _ = _molecule_env()
+    with open(os.path.join(os.path.dirname(inventory), ".reports", host.backend.host + ".json")) as f:
+        record = json.load(f)
+    checks = {c["name"]: c for c in record.get("checks") or []}
+    assert checks["gdrcopy"]["status"] == "passed", checks.get("gdrcopy")
+    assert checks["gdrcopy"]["sanity"]["passed"] == 28 and checks["gdrcopy"]["sanity"]["failed"] == 0
+    assert checks["gdrcopy"]["copybw"]["write_gbs"] > 0
+    assert checks["dcgm"]["status"] == "skipped" and "dcgmi is not installed" in checks["dcgm"]["reason"]
+    assert any(n.startswith("gdrcopy_sanity: 28 passed") for n in record["notes"]), record["notes"]

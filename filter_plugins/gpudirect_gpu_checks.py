@@ -1,0 +1,115 @@
+"""GDRCopy and DCGM checks of ``gpudirect_verify``, and their place in the host's record.
+
+* ``gpudirect_gdrcopy_check`` judges the registered runs of ``gdrcopy_sanity`` and
+  ``gdrcopy_copybw`` (parsers: ``module_utils/gpudirect_gdrcopy.py``).
+* ``gpudirect_dcgm_check`` judges the registered run of ``dcgmi diag -r N -j``
+  (parser: ``module_utils/gpudirect_dcgm.py``).
+* ``gpudirect_verify_add_checks`` puts the checks in the verification record: each
+  one under ``checks`` and as a line of ``notes`` (which the Markdown report and the
+  fleet summary print); a failed check turns a passed host into a failed one, with a
+  diagnosis naming the check, so that the role's last task fails the host.
+
+A check that was not run (tools absent, DCGM not installed, level 0, check mode, where
+the command module runs nothing and says so) is
+``skipped`` with its reason, and changes no verdict.
+"""
+
+import os
+
+from ansible.errors import AnsibleFilterError
+
+import ansible.module_utils
+
+# The project's module_utils, importable here as on the nodes (one implementation).
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import gpudirect_dcgm as _dcgm  # noqa: E402
+from ansible.module_utils import gpudirect_gdrcopy as _gdrcopy  # noqa: E402
+
+_FIX = {
+    "gdrcopy": ("gdrcopy_sanity failed on the node: check that gdrdrv is loaded (lsmod | grep gdrdrv, "
+                "/dev/gdrdrv) and built for the running kernel and driver (dkms status gdrdrv), then run "
+                "gdrcopy_sanity -v there; set gpudirect_verify_gdrcopy: false to leave GDRCopy out of the verdict"),
+    "dcgm": ("read the failing test's message in the report, or run the same 'dcgmi diag -r N' on the node; "
+             "set gpudirect_verify_dcgm_diag_level: 0 to leave DCGM out of the verdict"),
+}
+
+
+def _run(registered):
+    """A registered command result, or None when the task was skipped or absent."""
+    if not isinstance(registered, dict) or registered.get("skipped") or "rc" not in registered:
+        return None
+    return {"stdout": registered.get("stdout") or "", "stderr": registered.get("stderr") or "",
+            "rc": registered.get("rc")}
+
+
+def _skip_message(*registered):
+    """Why registered command tasks did not run, in the command module's own words.
+
+    In check mode the command module runs nothing and says so ("Command would have
+    run if not in check mode"); the role passes that on rather than reading check
+    mode itself.
+    """
+    for r in registered:
+        if isinstance(r, dict) and r.get("skipped") and r.get("msg"):
+            return "check mode or skipped: %s" % r["msg"]
+    return ""
+
+
+def gpudirect_gdrcopy_check(sanity, copybw=None, missing=""):
+    """The gdrcopy check from the registered runs (or the reason they were not run)."""
+    sanity_run, copybw_run = _run(sanity), _run(copybw)
+    if sanity_run is None and copybw_run is None:
+        missing = missing or _skip_message(sanity, copybw)
+        if not missing:
+            raise AnsibleFilterError("gpudirect_gdrcopy_check: neither gdrcopy_sanity nor gdrcopy_copybw ran, "
+                                     "and no reason was given")
+    return _gdrcopy.judge(sanity_run, copybw_run, missing or None)
+
+
+def gpudirect_dcgm_check(diag, level=None, missing=""):
+    """The DCGM check from the registered ``dcgmi diag`` run (or the reason it was not run)."""
+    run = _run(diag)
+    if run is None:
+        missing = missing or _skip_message(diag)
+        if not missing:
+            raise AnsibleFilterError("gpudirect_dcgm_check: dcgmi diag did not run, and no reason was given")
+    return _dcgm.judge(run, int(level) if level not in (None, "") else None, missing or None)
+
+
+def gpudirect_verify_add_checks(record, checks):
+    """The record with ``checks`` added; a failed check fails a passed host."""
+    if not isinstance(record, dict) or "status" not in record:
+        raise AnsibleFilterError("gpudirect_verify_add_checks expects a record from gpudirect_verify_record, "
+                                 "got %r" % (record,))
+    checks = [c for c in (checks or []) if c]
+    for check in checks:
+        if not isinstance(check, dict) or check.get("status") not in ("passed", "failed", "skipped"):
+            raise AnsibleFilterError("gpudirect_verify_add_checks: not a check: %r" % (check,))
+    out = dict(record)
+    out["checks"] = checks
+    out["notes"] = list(record.get("notes") or []) + [c["summary"] for c in checks if c.get("summary")]
+    failed = [c for c in checks if c["status"] == "failed"]
+    if failed and record["status"] == "passed":
+        first = failed[0]
+        out["status"] = "failed"
+        out["result"] = "FAILED"
+        out["diagnosis"] = {"code": "%s_failed" % first["name"],
+                            "message": "; ".join("%s: %s" % (c["name"], c.get("reason") or c.get("summary"))
+                                                 for c in failed)
+                            + " (the RDMA data path itself passed)",
+                            "fix": _FIX.get(first["name"], ""), "related": []}
+    return out
+
+
+class FilterModule(object):
+    """GDRCopy and DCGM checks for gpudirect_verify."""
+
+    def filters(self):
+        return {
+            "gpudirect_gdrcopy_check": gpudirect_gdrcopy_check,
+            "gpudirect_dcgm_check": gpudirect_dcgm_check,
+            "gpudirect_verify_add_checks": gpudirect_verify_add_checks,
+        }

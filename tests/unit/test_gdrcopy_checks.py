@@ -1,0 +1,85 @@
+"""filter_plugins/gpudirect_gpu_checks.py: GDRCopy and DCGM checks in the verification record."""
+
+import os
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+import gpudirect_gpu_checks as f
+
+FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures")
+
+
+def read(*parts):
+    with open(os.path.join(FIX, *parts)) as fh:
+        return fh.read()
+
+
+def reg(stdout, rc=0, stderr=""):
+    """What `register:` holds for an ansible.builtin.command task."""
+    return {"changed": False, "rc": rc, "stdout": stdout, "stderr": stderr}
+
+
+SKIPPED_TASK = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+
+
+def test_gdrcopy_check_from_registered_runs():
+    check = f.gpudirect_gdrcopy_check(reg(read("gdrcopy", "sanity-pass-v100.txt")),
+                                      reg(read("gdrcopy", "copybw-v100.txt")), "")
+    assert check["status"] == "passed" and check["copybw"]["write_gbs"] == pytest.approx(10.107)
+
+
+def test_gdrcopy_check_skipped_tasks_need_a_reason():
+    check = f.gpudirect_gdrcopy_check(SKIPPED_TASK, SKIPPED_TASK, "gdrcopy_sanity and gdrcopy_copybw are not installed")
+    assert check["status"] == "skipped" and "not installed" in check["summary"]
+    with pytest.raises(AnsibleFilterError, match="no reason"):
+        f.gpudirect_gdrcopy_check(SKIPPED_TASK, None, "")
+
+
+def test_dcgm_check_from_registered_run():
+    check = f.gpudirect_dcgm_check(reg(read("dcgm", "diag-json-v3-pass.json")), "1", "")
+    assert check["status"] == "passed" and check["level"] == 1
+    with pytest.raises(AnsibleFilterError, match="no reason"):
+        f.gpudirect_dcgm_check(SKIPPED_TASK, 1, "")
+
+
+def record(status="passed"):
+    return {"status": status, "result": status, "notes": ["earlier note"], "diagnosis": None}
+
+
+def test_failed_check_fails_a_passed_host_and_says_which():
+    bad = f.gpudirect_gdrcopy_check(reg(read("gdrcopy", "sanity-fail-format-v2.6.txt"), 1), None, "")
+    skipped = f.gpudirect_dcgm_check(None, 0, "gpudirect_verify_dcgm_diag_level: 0 (off)")
+    out = f.gpudirect_verify_add_checks(record(), [bad, skipped, None])
+    assert out["status"] == "failed" and out["result"] == "FAILED"
+    assert out["diagnosis"]["code"] == "gdrcopy_failed"
+    assert "invalidation_fork_after_gdr_map_cumemalloc" in out["diagnosis"]["message"]
+    assert "gdrdrv" in out["diagnosis"]["fix"]
+    assert out["notes"][0] == "earlier note" and out["notes"][2] == "dcgm: not run: gpudirect_verify_dcgm_diag_level: 0 (off)"
+    assert [c["name"] for c in out["checks"]] == ["gdrcopy", "dcgm"]
+
+
+def test_checks_keep_an_earlier_failure_and_a_skip():
+    bad = f.gpudirect_dcgm_check(reg(read("dcgm", "diag-json-v3-persistence-fail.json"), 226), 1, "")
+    earlier = dict(record("not_proven"), diagnosis={"code": "host_memory_fallback"})
+    out = f.gpudirect_verify_add_checks(earlier, [bad])
+    assert out["status"] == "not_proven" and out["diagnosis"]["code"] == "host_memory_fallback"
+    assert any("Persistence Mode Fail" in n for n in out["notes"])
+    out = f.gpudirect_verify_add_checks(record("skipped"), [])
+    assert out["status"] == "skipped" and out["checks"] == []
+
+
+def test_add_checks_rejects_what_is_not_a_check():
+    with pytest.raises(AnsibleFilterError, match="not a check"):
+        f.gpudirect_verify_add_checks(record(), [{"name": "x", "status": "odd"}])
+    with pytest.raises(AnsibleFilterError, match="expects a record"):
+        f.gpudirect_verify_add_checks({}, [])
+
+
+def test_check_mode_skip_passes_on_the_command_modules_words():
+    # what `register:` holds for a command task in --check (ansible-core 2.19)
+    would = {"changed": False, "skipped": True, "msg": "Command would have run if not in check mode"}
+    check = f.gpudirect_dcgm_check(would, 1, "")
+    assert check["status"] == "skipped" and "Command would have run if not in check mode" in check["summary"]
+    check = f.gpudirect_gdrcopy_check(would, would, "")
+    assert check["status"] == "skipped" and "would have run" in check["reason"]
