@@ -41,7 +41,11 @@ stage_static() {
   echo "syntax-check: ${#pbs[@]} playbooks"
   return $rc
 }
-stage_unit() { pytest -q tests/unit; }
+# One pytest worker per core: most of the tier's time is ansible-playbook runs
+# over stand-in roles and fabricated trees, each test in its own tmp_path, so the
+# tests run in parallel. loadgroup keeps the tests of a module that shares one
+# expensive run (pytest.mark.xdist_group) on one worker, so that run is made once.
+stage_unit() { pytest -q -n auto --dist loadgroup tests/unit; }
 # Molecule only warns when a step of the sequence has no playbook; a skipped
 # prepare, side_effect or verify would make a scenario pass without testing.
 scenario() {

@@ -26,6 +26,13 @@ for sub in ("library", "filter_plugins"):
         sys.path.insert(0, path)
 
 
+def pytest_configure(config):
+    # pytest-xdist registers it too; registered here so that a run without xdist knows it
+    config.addinivalue_line(
+        "markers", "xdist_group(name): with -n and --dist loadgroup, run these tests on one worker "
+        "(a module whose tests share one expensive module-scoped run)")
+
+
 @pytest.fixture
 def run_module(monkeypatch, capsys):
     """Run a module's main() as Ansible would and return its JSON result.

@@ -17,6 +17,9 @@ import pytest
 
 from conftest import ROOT
 
+# the three tests read one ansible-playbook run (the module-scoped fixture): one xdist worker makes it
+pytestmark = pytest.mark.xdist_group("rolling_unreachable")
+
 NODES = ("gpudirect-roll1", "gpudirect-roll2", "gpudirect-roll3", "gpudirect-roll4")
 
 
