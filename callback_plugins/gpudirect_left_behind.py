@@ -14,7 +14,7 @@ type: aggregate
 short_description: name the nodes a rolling run left drained when Ansible ended it early
 description:
   - When every node of a C(serial) batch of a rolling play fails or becomes unreachable,
-    Ansible ends the playbook at once ("NO MORE HOSTS LEFT"), before the gpudirect_drain
+    Ansible ends the playbook at once, before the gpudirect_drain
     report of that batch and before the playbook's last play, so no table names the nodes
     left drained.
   - This callback watches the plays that carry the variable
@@ -41,7 +41,10 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 
 from ansible.module_utils import gpudirect_left_behind as _left  # noqa: E402
 
+# Only the results of these actions are read (the drain facts come from set_fact, the role's
+# table from debug): other results, gathered facts included, are never copied or converted.
 _DEBUG = frozenset(("debug", "ansible.builtin.debug", "ansible.legacy.debug"))
+_SET_FACT = frozenset(("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact"))
 
 
 def _message(result):
@@ -81,15 +84,19 @@ class CallbackModule(CallbackBase):
         return list(hosts) if hosts else None
 
     def v2_playbook_on_play_start(self, play):
-        rolling = _left.rolling_marker(play.get_vars())
         key = getattr(play, "_uuid", None) or play.get_name()
+        if self.recorder.same_play(key):
+            return              # Ansible announces the play again for each batch
+        rolling = _left.rolling_marker(play.get_vars())
         self.recorder.play_start(key, play.get_name(), rolling, self._play_hosts(play) if rolling else None)
 
     def v2_runner_on_ok(self, result):
-        facts = result.result.get("ansible_facts")
-        if facts:
-            self.recorder.facts(result.host.name, facts)
-        if result.task is not None and result.task.action in _DEBUG and _left.is_table(result.result.get("msg")):
+        action = result.task.action if result.task is not None else None
+        if action in _SET_FACT and self.recorder.watching:
+            facts = result.result.get("ansible_facts")
+            if facts:
+                self.recorder.facts(result.host.name, facts)
+        elif action in _DEBUG and self.recorder.watched and _left.is_table(result.result.get("msg")):
             self.recorder.table_printed()
 
     def v2_runner_on_failed(self, result, ignore_errors=False):

@@ -2,7 +2,7 @@
 (issue #13, outcome 3): the bookkeeping of ``callback_plugins/gpudirect_left_behind.py``.
 
 Ansible ends a playbook at once when every node of a ``serial`` batch failed or became
-unreachable ("NO MORE HOSTS LEFT"): the batch's ``gpudirect_drain`` report and the playbook's
+unreachable: the batch's ``gpudirect_drain`` report and the playbook's
 last play never run, so no table names the nodes left drained. The callback feeds a
 :class:`Recorder` with what it sees and, at the end of the run, prints the table the role
 would have printed (``gpudirect_lock.report_rows`` with ``final``, ``gpudirect_lock.table``:
@@ -80,15 +80,29 @@ class Recorder:
         self._events = 0        # sequence number of the last loss or table
         self._last_table = 0    # sequence number of the last table the role printed
 
+    @property
+    def watching(self):
+        """A rolling play is running: its facts and losses count."""
+        return self._current is not None
+
+    @property
+    def watched(self):
+        """A rolling play has run: a table the role prints from now on counts."""
+        return bool(self._plays)
+
+    def same_play(self, key):
+        """``key`` is the rolling play now running (a further batch of it)."""
+        return self._current is not None and self._current["key"] == key
+
     def play_start(self, key, name, rolling, hosts_all=None):
-        if self._current is not None and self._current["key"] == key:
+        if self.same_play(key):
             return              # the next batch of the same play
         self._current = None
         if not rolling:
             return
         self._current = {"key": key, "name": name or "unnamed play",
                          "hosts_all": [str(h) for h in hosts_all] if hosts_all else [],
-                         "hosts_seen": [], "losses": []}
+                         "hosts_seen": [], "losses": [], "reported": set()}
         self._plays.append(self._current)
 
     def _seen(self, host):
@@ -103,6 +117,8 @@ class Recorder:
         kept = {k: v for k, v in facts.items() if k in FACTS}
         if kept:
             self._facts.setdefault(host, {}).update(kept)
+        if kept.get("__gpudirect_drain_batch_done") and self._current is not None:
+            self._current["reported"].add(host)
 
     def lost(self, host, kind, task, msg):
         host = str(host)
@@ -110,7 +126,7 @@ class Recorder:
             return
         self._seen(host)
         # the role's report fails the nodes it has just named (after marking their batch done)
-        if self._facts.get(host, {}).get("__gpudirect_drain_batch_done"):
+        if host in self._current["reported"]:
             return
         self._events += 1
         self._current["losses"].append({"seq": self._events, "host": host, "kind": kind,

@@ -356,3 +356,17 @@ def test_a_real_run_whose_only_batch_is_lost_prints_the_table(real_run):
         os.path.join(ROOT, "molecule", "rolling", "files", "fake_scheduler.py"), state))
     for node in ("gpudirect-roll3", "gpudirect-roll4"):
         assert "not reached: the run stopped before its batch" in rows[node]
+
+
+def test_a_second_rolling_play_counts_its_own_losses(run):
+    # site.yml then kernel_update.yml in one ansible-playbook command: gpu01's batch was
+    # reported in the first rolling play; losing it in the second one still counts
+    run.play_start(batch=["gpu01"])
+    run.finished("gpu01")
+    run.table("gpu01", [])
+    run.set_fact("gpu01", "Mark the node's batch as reported", __gpudirect_drain_batch_done=True)
+    run.play_start(name="Rolling kernel update", batch=["gpu01"])
+    run.unreachable("gpu01", "Gathering Facts")
+    lines = run.end()
+    assert "'Rolling kernel update'" in lines[1]
+    assert "unreachable at 'Gathering Facts'" in _rows(lines)["gpu01"]
