@@ -89,7 +89,7 @@ def command_line(argv):
     return " ".join(shlex.quote(str(arg)) for arg in argv)
 
 
-NO_RESUME = "(no resume command set: resume it in your scheduler)"
+NO_RESUME = "(gpudirect_drain_resume_command is empty: resume it in your scheduler)"
 
 
 def _resume_line(resume_argv):
@@ -146,7 +146,7 @@ def _notes(hvars):
     return "".join("; %s" % note for note in notes if note)
 
 
-def report_rows(hostvars, hosts_all, hosts_alive, final=False):
+def report_rows(hostvars, hosts_all, hosts_alive, final=False, stopped=()):
     """Rows ``{node, reason, resume_command}`` for the final table.
 
     ``hostvars`` maps node -> its variables (``gpudirect_drain_drained``,
@@ -163,6 +163,9 @@ def report_rows(hostvars, hosts_all, hosts_alive, final=False):
     With ``final`` (a later play, whose ``ansible_play_hosts`` still lists the nodes lost
     in an earlier one), a node that started a stage (``gpudirect_drain_stage``) but never
     finished its batch's report (``__gpudirect_drain_batch_done``) counts as lost too.
+    ``stopped`` names nodes still in the run that Ansible stopped in the middle of their batch
+    (it ended the run when the rest of the batch was lost: callback_plugins/gpudirect_left_behind.py
+    knows that, a play does not); they are neither failed nor unreachable.
     """
     rows = []
     alive = set(hosts_alive)
@@ -183,12 +186,12 @@ def report_rows(hostvars, hosts_all, hosts_alive, final=False):
             and not _get(hvars, "__gpudirect_drain_batch_done", False)
         if entry:
             reason = entry.get("reason", "left drained")
-            if node not in alive or lost:
+            if (node not in alive or lost) and node not in stopped:
                 reason = "failed in this run; " + reason
             rows.append({"node": node, "reason": reason + notes,
                          "resume_command": entry.get("resume_command") or resume})
         elif node not in alive or lost:
-            gone = "failed" if failure else "unreachable"
+            gone = "failed" if failure else ("stopped mid-batch" if node in stopped else "unreachable")
             if drained:
                 rows.append({"node": node, "reason": "%s in this run after its drain%s%s" % (gone, where, notes),
                              "resume_command": resume})

@@ -130,3 +130,63 @@ def test_the_good_lose_run_passes():
 def test_each_broken_lose_promise_is_named(log, output, expected):
     found = check.lose_problems(log, output)
     assert any(expected in line for line in found), found
+
+
+# The "unreach" run (batches of 1, roll3 made unreachable after its disruptive step): the fake
+# scheduler's log and the end of the output of molecule/rolling/rolling.yml run over local-connection
+# nodes on 2026-11-25 (ansible-core 2.19.14), paths shortened to /x and /s; the table's padding is kept.
+UNREACH_LOG = """\
+1795567191.230 start gpudirect-roll1
+1795567194.402 drain gpudirect-roll1
+1795567195.567 idle gpudirect-roll1
+1795567196.313 disrupt gpudirect-roll1 job=no
+1795567200.569 resume gpudirect-roll1
+1795567203.020 end gpudirect-roll1
+1795567204.706 start gpudirect-roll3
+1795567206.387 drain gpudirect-roll3
+1795567206.789 idle gpudirect-roll3
+1795567207.165 disrupt gpudirect-roll3 job=no
+"""
+_PAD = " " * 40
+UNREACH_OUTPUT = """\
+ok: [gpudirect-roll1] => {
+    "msg": [
+        "no node was left drained by this run"
+    ]
+}
+
+NODES LEFT BEHIND **************************************************************
+Ansible ended the run in play 'Rolling batches' before the drain report could name these nodes (every node of a \
+batch failed or became unreachable, or a failure outside the rescued steps went past max_fail_percentage). Nodes left \
+drained, failed, unreachable, stopped or not reached:
+NODE             WHY""" + _PAD + """RESUME BY HAND
+gpudirect-roll3  unreachable in this run after its drain (last stage: disrupt); unreachable at 'Stand-in check on \
+the node after its disruption': Task failed: Data could not be sent to remote host "127.0.0.1". Make sure this host \
+can be reached over ssh: ssh: connect to host 127.0.0.1 port 9: Connection refused  \
+python3 /x/molecule/rolling/files/fake_scheduler.py /s/unreach resume gpudirect-roll3
+gpudirect-roll4  not reached: the run stopped before its batch (not drained, not changed); run the playbook again\
+""" + _PAD + """-
+"""
+
+
+def test_the_good_unreach_run_passes():
+    assert check.unreach_problems(UNREACH_LOG, UNREACH_OUTPUT) == []
+
+
+@pytest.mark.parametrize("log,output,expected", [
+    (UNREACH_LOG, UNREACH_OUTPUT.replace("NODES LEFT BEHIND", "PLAY RECAP"), "no NODES LEFT BEHIND table"),
+    (UNREACH_LOG, UNREACH_OUTPUT.replace("gpudirect-roll3  unreachable", "gpudirect-roll9  unreachable"),
+     "named 0 times"),
+    (UNREACH_LOG, UNREACH_OUTPUT.replace("(last stage: disrupt)", ""), "last stage disrupt"),
+    (UNREACH_LOG, UNREACH_OUTPUT.replace("resume gpudirect-roll3", "-"), "lacks its resume command"),
+    (UNREACH_LOG, UNREACH_OUTPUT.replace("not reached", "skipped"), "not named as not reached"),
+    (UNREACH_LOG, UNREACH_OUTPUT + "gpudirect-roll1  unreachable  -\n", "yet the NODES LEFT BEHIND table names it"),
+    (UNREACH_LOG, UNREACH_OUTPUT.replace('"no node was left drained by this run"',
+                                         '"gpudirect-roll3  unreachable in this run  -"'), "does not test the callback"),
+    (UNREACH_LOG.replace("1795567200.569 resume gpudirect-roll1\n", ""), UNREACH_OUTPUT, "passed but was not resumed"),
+    (UNREACH_LOG + "1795567210.000 resume gpudirect-roll3\n", UNREACH_OUTPUT, "unreachable gpudirect-roll3 was resumed"),
+    (UNREACH_LOG + "1795567210.000 start gpudirect-roll4\n", UNREACH_OUTPUT, "ran after the batch before it was lost"),
+])
+def test_each_broken_unreach_promise_is_named(log, output, expected):
+    found = check.unreach_problems(log, output)
+    assert any(expected in line for line in found), found

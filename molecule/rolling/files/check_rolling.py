@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Check the rolling scenario's fake-scheduler log and play output (issue #13, "How it is checked").
 
-    check_rolling.py LOG OUTPUT CHECK_LOG [LOSE_LOG LOSE_OUTPUT]
+    check_rolling.py LOG OUTPUT CHECK_LOG [LOSE_LOG LOSE_OUTPUT [UNREACH_LOG UNREACH_OUTPUT]]
 
 LOG is the real run's log, OUTPUT its ansible-playbook output, CHECK_LOG the log of the
 --check run before it; LOSE_LOG and LOSE_OUTPUT those of the "lose" run (batches of 2,
-every verification passing, roll1 made unreachable right after its disruptive step).
+every verification passing, roll1 made unreachable right after its disruptive step);
+UNREACH_LOG and UNREACH_OUTPUT those of the "unreach" run (batches of 1, every verification
+passing, roll3 made unreachable right after its disruptive step: its batch is lost whole, so
+Ansible ends the run before any drain report names it and the callback
+callback_plugins/gpudirect_left_behind.py must print the table).
 Prints one line per broken promise and exits 1 when there is any.
 The expectations are the scenario's (molecule/rolling/rolling.yml): roll1 is changed and
 passes, roll2 needs nothing, roll3 is changed and fails verification, roll4 comes after
@@ -106,6 +110,52 @@ def lose_problems(log_text, output):
     return found
 
 
+def _left_behind_rows(output, node):
+    """The rows naming NODE in the callback's table (printed unquoted, after its banner)."""
+    if "NODES LEFT BEHIND" not in output:
+        return []
+    after = output.split("NODES LEFT BEHIND", 1)[1]
+    return [line for line in after.splitlines() if line.startswith("%s  " % node)]
+
+
+def unreach_problems(log_text, output):
+    """The "unreach" run: roll3, alone in batch 2, unreachable after its disruptive step."""
+    events = parse(log_text)
+    found = []
+
+    def of(node, event):
+        return [e for e in events if e[2] == node and e[1] == event]
+
+    if "NODES LEFT BEHIND" not in output:
+        found.append("unreach run: no NODES LEFT BEHIND table (callback gpudirect_left_behind) after the lost batch")
+    lost = _left_behind_rows(output, FAIL)
+    if len(lost) != 1:
+        found.append("unreach run: the lost %s is named %d times in the NODES LEFT BEHIND table, not once"
+                     % (FAIL, len(lost)))
+    for line in lost:
+        if "unreachable in this run after its drain (last stage: disrupt)" not in line:
+            found.append("unreach run: %s's row does not say unreachable, drained, last stage disrupt: %s"
+                         % (FAIL, line.strip()))
+        if "fake_scheduler.py" not in line or not line.rstrip().endswith("resume %s" % FAIL):
+            found.append("unreach run: %s's row lacks its resume command: %s" % (FAIL, line.strip()))
+    if not [line for line in _left_behind_rows(output, LATER) if "not reached" in line]:
+        found.append("unreach run: %s, never reached, is not named as not reached in the NODES LEFT BEHIND table"
+                     % LATER)
+    if _left_behind_rows(output, PASS):
+        found.append("unreach run: %s passed and was resumed in batch 1, yet the NODES LEFT BEHIND table names it"
+                     % PASS)
+    if _rows(output, FAIL):
+        found.append("unreach run: a drain report printed a table naming %s: the run was not ended by the lost "
+                     "batch, so the scenario does not test the callback" % FAIL)
+    if not of(PASS, "resume"):
+        found.append("unreach run: %s, in batch 1, passed but was not resumed" % PASS)
+    if of(FAIL, "resume"):
+        found.append("unreach run: the unreachable %s was resumed" % FAIL)
+    if [e for e in events if e[2] == LATER]:
+        found.append("unreach run: %s ran after the batch before it was lost" % LATER)
+    return found
+
+
 def main(argv):
     texts = []
     for path in argv[1:]:
@@ -114,6 +164,8 @@ def main(argv):
     found = problems(*texts[:3])
     if len(texts) >= 5:
         found += lose_problems(*texts[3:5])
+    if len(texts) >= 7:
+        found += unreach_problems(*texts[5:7])
     for line in found:
         print(line)
     print("%d problem(s)" % len(found))
