@@ -9,10 +9,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # podman + runc + debootstrap: container test nodes; qemu + e2fsprogs: VM test
 # nodes; gnupg + dpkg-dev + apt-utils: the stand-in vendor repository;
 # openssh-client: Ansible's ssh connection to VMs; libibverbs-dev + gcc: the unit
-# tests compile and link the loopback module's C helper.
+# tests compile and link the loopback module's C helper; dosfstools + mtools: the
+# Secure Boot VM's EFI system partition, openssl: its module signing key (the
+# firmware and signed boot chain are unpacked, not installed: secure_boot.py).
 DEB_PACKAGES=(podman runc debootstrap qemu-system-x86 qemu-utils e2fsprogs pciutils
               gnupg dpkg-dev apt-utils openssh-client python3-venv uidmap slirp4netns
-              libibverbs-dev gcc)
+              libibverbs-dev gcc dosfstools mtools openssl)
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

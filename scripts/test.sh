@@ -10,8 +10,9 @@
 #   vm       Molecule scenarios `rdma` (one qemu VM with Debian's kernel: a
 #            wrong-order install repaired, a reboot), `kernel_update` (the
 #            rdma scenario's converged node, saved, updated to the next kernel
-#            ABI) and `pair` (two VMs, gpudirect_loopback pair mode over their
-#            private link)
+#            ABI), `secureboot` (the same saved node booted through UEFI
+#            Secure Boot: a signed chain, MOK enrolment) and `pair` (three VMs,
+#            ring verification over their private link)
 # Give stage names to run only those: scripts/test.sh static unit
 # Every stage runs even when an earlier one failed; the exit code is non-zero
 # when any failed. Wall time is printed per stage and in total.
@@ -67,8 +68,8 @@ scenarios() {
   return $rc
 }
 stage_container() { scenarios default os_release_pin rolling; }
-# rdma first: kernel_update starts from the node it saves (else converges its own)
-stage_vm() { scenarios rdma kernel_update pair; }
+# rdma first: kernel_update and secureboot start from the node it saves
+stage_vm() { scenarios rdma kernel_update secureboot pair; }
 
 stages=("$@")
 ((${#stages[@]})) || stages=(static unit container vm)

@@ -35,7 +35,10 @@ PLAYBOOK = """---
 
 def _probe(required=True, modules=1, method="framework_conf"):
     return {"changed": False, "secure_boot": {"signatures_required": required, "enforcement": "module.sig_enforce=Y"},
-            "modules": [{"module": "nvidia", "kernel": KERNEL}] * modules, "problems": [], "dkms_method": method,
+            # as module_verdict reports a module DKMS 3.0.10 signed with its own key
+            # (tests/fixtures/secure_boot/debian12_ovmf/modinfo_gdrdrv_dkms_autokey.txt)
+            "modules": [{"module": "nvidia", "kernel": KERNEL, "status": "other_key", "signer": "DKMS module signing key",
+                         "sig_key": "3E:4B:64:13:44:76:96:15:33:EA:5B:6D:09:6E:F9:1D:1F:88:3D:3E"}] * modules, "problems": [], "dkms_method": method,
             "dkms_version": [3, 0, 10], "trust": {}, "certificate": None, "actions": [], "kernels": [KERNEL]}
 
 
@@ -65,6 +68,7 @@ def test_enforcing_kernel_without_a_key_fails_naming_the_knobs(tmp_path):
     assert rc != 0
     flat = " ".join(log.split())
     assert "refuses unsigned modules (module.sig_enforce=Y)" in flat
+    assert "Built now: nvidia for %s (signed by DKMS module signing key, key 3E:4B:64" % KERNEL in flat
     for knob in ("gpudirect_dkms_signing_key_path", "gpudirect_dkms_signing_cert_content"):
         assert knob in flat
 
@@ -92,6 +96,11 @@ def test_pushed_key_and_dkms_drop_in_then_nothing_changes(tmp_path):
     dropin = (tmp_path / "framework.conf.d" / "90-gpudirect-signing.conf").read_text()
     assert 'mok_signing_key="%s"\n' % key in dropin
     assert 'mok_certificate="%s"\n' % (signing / "signing-cert.pem") in dropin
+    # this machine does not trust the test certificate (no MOK, not in its keyrings): the
+    # chain waits for the enrolment, and the role asks for the boot that follows it
+    flat = " ".join(log.split())
+    assert ("Reboot requested (the reboot stage acts on it): gpudirect_dkms: the chain is signed by GPUDirect toolkit "
+            "test module signing key, which the running kernel does not trust yet") in flat
     rc, log, _signing = _play(tmp_path, _probe(), **knobs)
     assert rc == 0, log
     assert "changed=0" in log.split("PLAY RECAP")[1]

@@ -89,7 +89,9 @@ def test_mokutil_short_serial_in_decimal_form():
     assert sb.parse_mokutil_list(text)[0]["serial"] == "1234"
 
 
-@pytest.mark.parametrize("text", ["", "EFI variables are not supported on this system\n",
+# empty text is not malformed: mokutil 0.6.0 prints nothing for an empty list
+# (tests/unit/test_secure_boot_debian12_vm.py, captured on a Secure Boot VM)
+@pytest.mark.parametrize("text", ["EFI variables are not supported on this system\n",
                                   "[key 1]\nCertificate:\n", "Failed to read MokListRT: Permission denied\n"])
 def test_mokutil_list_malformed(text):
     with pytest.raises(ValueError):

@@ -21,6 +21,8 @@ keeps qemu's own reset.
     vm.py stop NAME [--keep]  # --keep leaves the run dir (serial log) behind
     vm.py save NAME --to SAVED  # power the guest off, keep its disk as <cache>/vm/saved/SAVED
     vm.py start NAME ... --from-saved SAVED   # boot a copy of it (when still valid)
+    vm.py start NAME ... --secure-boot   # UEFI Secure Boot: OVMF, shim, GRUB (secure_boot.py)
+    vm.py enrol-mok NAME --cert FILE     # power off, enrol FILE as a MOK in the firmware, boot
     vm.py status
 
 Saved disks let one converge serve two scenarios: the `rdma` scenario saves its
@@ -28,6 +30,13 @@ converged, verified node and the `kernel_update` scenario starts from it instead
 of converging again. A saved disk is used only while the toolkit's code and the
 test node's recipe (CONVERGE_INPUTS) and the image are what they were when it
 was saved; otherwise `start` says why and boots the pristine image.
+
+Secure Boot (--secure-boot) replaces the direct kernel boot with the firmware
+chain of a Secure Boot server: Debian's OVMF with Microsoft's keys, shim, GRUB,
+then the root file system's /vmlinuz with the harness's command line; see
+secure_boot.py. Reboots stay cold restarts of qemu on the same disk and the same
+variable store, which `enrol-mok` edits while the guest is off (the console
+enrolment an admin does in MokManager).
 
 Acceleration: --accel auto|tcg|kvm (or GPUDIRECT_VM_ACCEL). auto runs a short
 probe boot under KVM once per (kernel, qemu) pair and caches the verdict; on
@@ -303,6 +312,11 @@ def cmd_start(args: argparse.Namespace) -> int:
             "-netdev", pair_netdev(args.pair_role, args.pair_net),
             "-device", f"virtio-net-pci,netdev=net1,bus=rp2,mac={args.pair_mac}",
         ]
+    if args.secure_boot:
+        if args.warm_reboot:
+            log(f"{args.name}: --secure-boot runs with cold reboots only (enrol-mok restarts qemu)")
+            return 1
+        qemu = secure_boot_qemu(rd, qemu)
     (rd / "qemu.argv.json").write_text(json.dumps(qemu))
     if from_saved:
         # the saved guest's default boot kernel, as it handed it over at power-off
@@ -315,21 +329,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         if p.returncode != 0:
             log(f"{args.name}: qemu failed to start (rc {p.returncode}):\n{(rd / 'qemu.log').read_text()}")
             return 1
-    else:
-        with open(rd / "qemu.log", "w") as qlog:
-            sup = subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "_supervise", str(rd)],
-                stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True)
-        (rd / "supervisor.pid").write_text(f"{sup.pid}\n")
-        # qemu fails fast on bad options: give it a moment, then look
-        for _ in range(30):
-            time.sleep(0.1)
-            if sup.poll() is not None:
-                log(f"{args.name}: qemu failed to start:\n{(rd / 'qemu.log').read_text()}")
-                return 1
-            if pid_alive(read_pid(rd)):
-                break
+    elif not launch_supervisor(rd, args.name):
+        return 1
     info = {
         "name": args.name, "ssh_port": args.ssh_port, "accel": accel,
         "image": str(img), "identity_file": str(img / "id_ed25519"),
@@ -338,11 +339,106 @@ def cmd_start(args: argparse.Namespace) -> int:
         "started_at": time.time(), "mem": args.mem, "smp": args.smp,
         "reboot": "warm" if args.warm_reboot else "cold",
         "from_saved": str(from_saved) if from_saved else None,
+        "secure_boot": bool(args.secure_boot),
     }
     (rd / "info.json").write_text(json.dumps(info, indent=1) + "\n")
     log(f"{args.name}: started pid {read_pid(rd)} accel={accel} ssh=127.0.0.1:{args.ssh_port} "
         f"run dir {rd} ({time.monotonic() - t0:.1f} s)")
     print(json.dumps(instance_config(args.name, info)))
+    return 0
+
+
+def launch_supervisor(rd: Path, name: str, mode: str = "w") -> bool:
+    """Start `vm.py _supervise` (which runs qemu.argv.json) detached; False when qemu died at once."""
+    with open(rd / "qemu.log", mode) as qlog:
+        sup = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "_supervise", str(rd)],
+            stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True)
+    (rd / "supervisor.pid").write_text(f"{sup.pid}\n")
+    # qemu fails fast on bad options: give it a moment, then look
+    for _ in range(30):
+        time.sleep(0.1)
+        if sup.poll() is not None:
+            log(f"{name}: qemu failed to start:\n{(rd / 'qemu.log').read_text()}")
+            return False
+        if pid_alive(read_pid(rd)):
+            break
+    return True
+
+
+def secure_boot_qemu(rd: Path, qemu: list[str]) -> list[str]:
+    """The qemu command line of a Secure Boot machine: SMM on, the firmware, its variable
+    store and the ESP (secure_boot.py) in place of -kernel/-initrd/-append, whose
+    command line goes into the ESP's grub.cfg; the root disk second in the boot order."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import secure_boot  # noqa: PLC0415  tests/harness/vm/secure_boot.py, beside this file
+
+    append = qemu[qemu.index("-append") + 1]
+    new = []
+    skip = False
+    for i, a in enumerate(qemu):
+        if skip:
+            skip = False
+            continue
+        if a in ("-kernel", "-initrd", "-append"):
+            skip = True
+            continue
+        if i and qemu[i - 1] == "-machine":
+            a += ",smm=on"
+        if a.startswith("virtio-blk-pci,drive=disk0,"):
+            a += ",bootindex=1"
+        new.append(a)
+    try:
+        chain = secure_boot.boot_chain(CACHE)
+        return new + secure_boot.qemu_args(rd, chain, append)
+    except secure_boot.SecureBootError as e:
+        log(f"secure boot: {e}")
+        raise SystemExit(1) from e
+
+
+def power_off(rd: Path, info: dict, timeout: int) -> bool:
+    """Ask the guest to power off and wait until qemu (and its supervisor) are gone."""
+    t0 = time.monotonic()
+    subprocess.run(ssh_cmd(info, "systemctl", "poweroff"), stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
+    while vm_alive(rd) or pid_alive(read_pid(rd, "supervisor")):
+        if time.monotonic() - t0 > timeout:
+            log(f"{info['name']}: still running {timeout} s after poweroff; serial log tail:\n{tail(rd / 'serial.log')}")
+            return False
+        time.sleep(1)
+    return True
+
+
+def cmd_enrol_mok(args: argparse.Namespace) -> int:
+    """The admin's MOK enrolment at the console, done into the firmware's variable store:
+    power the guest off, add the certificate to MokList, boot again."""
+    rd = run_dir(args, args.name)
+    info = load_info(rd)
+    if not info.get("secure_boot"):
+        log(f"{args.name}: not started with --secure-boot: no firmware variable store to enrol into")
+        return 1
+    if not vm_alive(rd):
+        log(f"{args.name}: not running")
+        return 1
+    t0 = time.monotonic()
+    if not power_off(rd, info, args.timeout):
+        return 1
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import secure_boot  # noqa: PLC0415  tests/harness/vm/secure_boot.py, beside this file
+    try:
+        done = secure_boot.enrol_mok(rd / "efivars.fd", Path(args.cert))
+    except secure_boot.SecureBootError as e:
+        log(f"{args.name}: enrolment failed: {e}")
+        return 1
+    log(f"{args.name}: powered off after {time.monotonic() - t0:.0f} s; {done}")
+    info["started_at"] = time.time()
+    (rd / "info.json").write_text(json.dumps(info, indent=1) + "\n")
+    if not launch_supervisor(rd, args.name, mode="a"):
+        return 1
+    log(f"{args.name}: booting again (pid {read_pid(rd)})")
     return 0
 
 
@@ -421,13 +517,8 @@ def cmd_save(args: argparse.Namespace) -> int:
         log(f"{args.name}: not running; nothing to save")
         return 1
     t0 = time.monotonic()
-    subprocess.run(ssh_cmd(info, "systemctl", "poweroff"), stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
-    while vm_alive(rd):
-        if time.monotonic() - t0 > args.timeout:
-            log(f"{args.name}: still running {args.timeout} s after poweroff; serial log tail:\n{tail(rd / 'serial.log')}")
-            return 1
-        time.sleep(1)
+    if not power_off(rd, info, args.timeout):
+        return 1
     dest = saved_dir(args.to)
     tmp = dest.parent / f".tmp-{args.to}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -474,6 +565,9 @@ def boot_entry(rd: Path, qemu: list[str]) -> list[str]:
     cannot be read, or an entry whose files are not in the archive, falls back
     to the handed-over default kernel with the harness's command line, saying why.
     """
+    if "-kernel" not in qemu:
+        # --secure-boot: the firmware boots the guest's chain itself
+        return qemu
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
     import grub_menu  # noqa: PLC0415  tests/harness/vm/grub_menu.py, beside this file
@@ -685,6 +779,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--append", action="append", help="extra kernel command line word (repeatable)")
     s.add_argument("--from-saved", metavar="SAVED",
                    help="boot a copy of saved disk SAVED (vm.py save) when it is still valid")
+    s.add_argument("--secure-boot", action="store_true",
+                   help="boot through UEFI Secure Boot firmware, shim and GRUB (secure_boot.py)")
     s.add_argument("--warm-reboot", action="store_true",
                    default=os.environ.get("GPUDIRECT_VM_WARM_REBOOT", "") not in ("", "0"),
                    help="let qemu reset the machine in-process on guest reboot (default: cold restart)")
@@ -705,6 +801,12 @@ def main(argv: list[str] | None = None) -> int:
     sa.add_argument("--to", required=True, metavar="SAVED", help="saved disk name (<cache>/vm/saved/SAVED)")
     sa.add_argument("--timeout", type=int, default=300, help="seconds to wait for the power-off")
     sa.set_defaults(fn=cmd_save)
+
+    em = sub.add_parser("enrol-mok")
+    em.add_argument("name")
+    em.add_argument("--cert", required=True, help="certificate (PEM or DER) to enrol as a MOK")
+    em.add_argument("--timeout", type=int, default=300, help="seconds to wait for the power-off")
+    em.set_defaults(fn=cmd_enrol_mok)
 
     st = sub.add_parser("status")
     st.add_argument("--json", action="store_true")
