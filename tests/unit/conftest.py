@@ -52,3 +52,28 @@ def run_module(monkeypatch, capsys):
         return json.loads(capsys.readouterr().out)
 
     return run
+
+
+def argument_spec_of(module, monkeypatch):
+    """The argument_spec a module's main() hands to AnsibleModule (main() is stopped there)."""
+    from ansible.module_utils.basic import AnsibleModule
+
+    seen = {}
+
+    class Capture(Exception):
+        pass
+
+    def capture(self, argument_spec, **kwargs):
+        seen.update(argument_spec)
+        raise Capture()
+
+    monkeypatch.setattr(AnsibleModule, "__init__", capture)
+    with pytest.raises(Capture):
+        module.main()
+    return seen
+
+
+def read_fixture(*parts, binary=False):
+    """A file under tests/fixtures/, as text (or bytes)."""
+    with open(os.path.join(ROOT, "tests", "fixtures", *parts), "rb" if binary else "r") as handle:
+        return handle.read()

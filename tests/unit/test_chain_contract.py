@@ -17,7 +17,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 import gpudirect_dkms
 import gpudirect_module_signing
-from conftest import ROOT
+from conftest import ROOT, argument_spec_of
 
 
 def _load(*parts):
@@ -32,19 +32,7 @@ def _text(*parts):
 
 def _module_spec_default(module, monkeypatch):
     """The ``chain`` default of a module's AnsibleModule argument_spec, as main() builds it."""
-    seen = {}
-
-    class Capture(Exception):
-        pass
-
-    def capture(self, argument_spec, **kwargs):
-        seen.update(argument_spec)
-        raise Capture()
-
-    monkeypatch.setattr(AnsibleModule, "__init__", capture)
-    with pytest.raises(Capture):
-        module.main()
-    return seen["chain"]["default"]
+    return argument_spec_of(module, monkeypatch)["chain"]["default"]
 
 
 def _readme_default(role, knob):

@@ -20,6 +20,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 import gpudirect_dkms
 from gpudirect_dkms import parse_status, parse_status_line, plan_kernel, registry
+from conftest import argument_spec_of
 
 OLD = "6.1.0-18-amd64"
 NEW = "6.1.0-20-amd64"
@@ -607,18 +608,7 @@ def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
     assert yaml.safe_load(gpudirect_dkms.EXAMPLES)
     returned = yaml.safe_load(gpudirect_dkms.RETURN)
     assert {"kernels", "modules", "actions", "skipped_modules", "summary", "msg"} <= set(returned)
-    seen = {}
-
-    class Capture(Exception):
-        pass
-
-    def capture(self, argument_spec, **kwargs):
-        seen.update(argument_spec)
-        raise Capture()
-
-    monkeypatch.setattr(AnsibleModule, "__init__", capture)
-    with pytest.raises(Capture):
-        gpudirect_dkms.main()
+    seen = argument_spec_of(gpudirect_dkms, monkeypatch)
     assert set(seen) == set(doc["options"])
     for name, spec in seen.items():
         assert spec.get("default") == doc["options"][name].get("default"), name

@@ -6,19 +6,18 @@ import os
 import shutil
 
 from ansible.module_utils import gpudirect_secure_boot as sb
+from conftest import read_fixture
 
 HERE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "secure_boot", "debian12_ovmf")
 GLOBAL = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
 
 def _text(name):
-    with open(os.path.join(HERE, name)) as handle:
-        return handle.read()
+    return read_fixture("secure_boot", "debian12_ovmf", name)
 
 
 def _bytes(name):
-    with open(os.path.join(HERE, name), "rb") as handle:
-        return handle.read()
+    return read_fixture("secure_boot", "debian12_ovmf", name, binary=True)
 
 
 def test_sb_state_enabled():

@@ -411,6 +411,14 @@ def power_off(rd: Path, info: dict, timeout: int) -> bool:
     return True
 
 
+def power_off_running(rd: Path, info: dict, timeout: int) -> bool:
+    """power_off, after checking that the guest runs at all (False and why when not)."""
+    if not vm_alive(rd):
+        log(f"{info['name']}: not running")
+        return False
+    return power_off(rd, info, timeout)
+
+
 def cmd_enrol_mok(args: argparse.Namespace) -> int:
     """The admin's MOK enrolment at the console, done into the firmware's variable store:
     power the guest off, add the certificate to MokList, boot again."""
@@ -419,11 +427,8 @@ def cmd_enrol_mok(args: argparse.Namespace) -> int:
     if not info.get("secure_boot"):
         log(f"{args.name}: not started with --secure-boot: no firmware variable store to enrol into")
         return 1
-    if not vm_alive(rd):
-        log(f"{args.name}: not running")
-        return 1
     t0 = time.monotonic()
-    if not power_off(rd, info, args.timeout):
+    if not power_off_running(rd, info, args.timeout):
         return 1
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
@@ -513,11 +518,8 @@ def cmd_save(args: argparse.Namespace) -> int:
     consistent) and keep disk and boot disk as a saved disk for `start --from-saved`."""
     rd = run_dir(args, args.name)
     info = load_info(rd)
-    if not vm_alive(rd):
-        log(f"{args.name}: not running; nothing to save")
-        return 1
     t0 = time.monotonic()
-    if not power_off(rd, info, args.timeout):
+    if not power_off_running(rd, info, args.timeout):
         return 1
     dest = saved_dir(args.to)
     tmp = dest.parent / f".tmp-{args.to}-{os.getpid()}"
