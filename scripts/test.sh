@@ -10,9 +10,13 @@
 #   vm       Molecule scenarios `rdma` (one qemu VM with Debian's kernel: a
 #            wrong-order install repaired, a reboot), `kernel_update` (the
 #            rdma scenario's converged node, saved, updated to the next kernel
-#            ABI), `secureboot` (the same saved node booted through UEFI
-#            Secure Boot: a signed chain, MOK enrolment) and `pair` (three VMs,
-#            ring verification over their private link)
+#            ABI) and `pair` (three VMs, ring verification over their private
+#            link)
+#   secureboot  (not in the default set) Molecule scenario `secureboot`: the
+#            rdma scenario's saved node booted through UEFI Secure Boot, a
+#            signed chain, MOK enrolment; ~40 min under TCG, which the default
+#            set cannot take inside CI's 90 minutes yet:
+#            scripts/test.sh vm secureboot
 # Give stage names to run only those: scripts/test.sh static unit
 # Every stage runs even when an earlier one failed; the exit code is non-zero
 # when any failed. Wall time is printed per stage and in total.
@@ -69,7 +73,9 @@ scenarios() {
 }
 stage_container() { scenarios default os_release_pin rolling; }
 # rdma first: kernel_update and secureboot start from the node it saves
-stage_vm() { scenarios rdma kernel_update secureboot pair; }
+stage_vm() { scenarios rdma kernel_update pair; }
+# after vm (it starts from the disk rdma saves): scripts/test.sh vm secureboot
+stage_secureboot() { scenarios secureboot; }
 
 stages=("$@")
 ((${#stages[@]})) || stages=(static unit container vm)
