@@ -7,18 +7,15 @@ import os
 import pytest
 
 from ansible.module_utils import gpudirect_secure_boot as sb
-
-HERE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "secure_boot")
+from conftest import read_fixture
 
 
 def _text(name):
-    with open(os.path.join(HERE, name)) as handle:
-        return handle.read()
+    return read_fixture("secure_boot", name)
 
 
 def _bytes(name):
-    with open(os.path.join(HERE, name), "rb") as handle:
-        return handle.read()
+    return read_fixture("secure_boot", name, binary=True)
 
 
 def _openssl():

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -81,6 +82,13 @@ SSH_OPTS = [
     "-o", "LogLevel=ERROR",
     "-o", "ConnectTimeout=10",
 ]
+
+
+def sibling(name: str):
+    """A module of this directory (grub_menu.py, secure_boot.py), imported on first use."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    return importlib.import_module(name)
 
 
 def log(msg: str) -> None:
@@ -371,9 +379,7 @@ def secure_boot_qemu(rd: Path, qemu: list[str]) -> list[str]:
     """The qemu command line of a Secure Boot machine: SMM on, the firmware, its variable
     store and the ESP (secure_boot.py) in place of -kernel/-initrd/-append, whose
     command line goes into the ESP's grub.cfg; the root disk second in the boot order."""
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    import secure_boot  # noqa: PLC0415  tests/harness/vm/secure_boot.py, beside this file
+    secure_boot = sibling("secure_boot")
 
     append = qemu[qemu.index("-append") + 1]
     new = []
@@ -399,7 +405,11 @@ def secure_boot_qemu(rd: Path, qemu: list[str]) -> list[str]:
 
 
 def power_off(rd: Path, info: dict, timeout: int) -> bool:
-    """Ask the guest to power off and wait until qemu (and its supervisor) are gone."""
+    """Ask a running guest to power off and wait until qemu (and its supervisor) are
+    gone; False, saying why, when it is not running or does not go."""
+    if not vm_alive(rd):
+        log(f"{info['name']}: not running")
+        return False
     t0 = time.monotonic()
     subprocess.run(ssh_cmd(info, "systemctl", "poweroff"), stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=False)
@@ -411,14 +421,6 @@ def power_off(rd: Path, info: dict, timeout: int) -> bool:
     return True
 
 
-def power_off_running(rd: Path, info: dict, timeout: int) -> bool:
-    """power_off, after checking that the guest runs at all (False and why when not)."""
-    if not vm_alive(rd):
-        log(f"{info['name']}: not running")
-        return False
-    return power_off(rd, info, timeout)
-
-
 def cmd_enrol_mok(args: argparse.Namespace) -> int:
     """The admin's MOK enrolment at the console, done into the firmware's variable store:
     power the guest off, add the certificate to MokList, boot again."""
@@ -428,11 +430,9 @@ def cmd_enrol_mok(args: argparse.Namespace) -> int:
         log(f"{args.name}: not started with --secure-boot: no firmware variable store to enrol into")
         return 1
     t0 = time.monotonic()
-    if not power_off_running(rd, info, args.timeout):
+    if not power_off(rd, info, args.timeout):
         return 1
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    import secure_boot  # noqa: PLC0415  tests/harness/vm/secure_boot.py, beside this file
+    secure_boot = sibling("secure_boot")
     try:
         done = secure_boot.enrol_mok(rd / "efivars.fd", Path(args.cert))
     except secure_boot.SecureBootError as e:
@@ -519,7 +519,7 @@ def cmd_save(args: argparse.Namespace) -> int:
     rd = run_dir(args, args.name)
     info = load_info(rd)
     t0 = time.monotonic()
-    if not power_off_running(rd, info, args.timeout):
+    if not power_off(rd, info, args.timeout):
         return 1
     dest = saved_dir(args.to)
     tmp = dest.parent / f".tmp-{args.to}-{os.getpid()}"
@@ -570,9 +570,7 @@ def boot_entry(rd: Path, qemu: list[str]) -> list[str]:
     if "-kernel" not in qemu:
         # --secure-boot: the firmware boots the guest's chain itself
         return qemu
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    import grub_menu  # noqa: PLC0415  tests/harness/vm/grub_menu.py, beside this file
+    grub_menu = sibling("grub_menu")
 
     def say(msg: str) -> None:
         # stderr: `start --from-saved` calls this too, and its stdout is the instance config
