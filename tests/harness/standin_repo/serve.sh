@@ -64,6 +64,11 @@ EOV
 case "$cmd" in
   start)
     root=$("$here/build.sh")
+    # two scenarios starting at once (scripts/test.sh runs two lanes): the second
+    # waits here, then finds the first one's server
+    mkdir -p "$cache_root"
+    exec 8>"$cache_root/.serve-$port.lock"
+    flock 8
     if running; then
       if [[ "$(cat "$rootfile" 2>/dev/null)" == "$root" ]]; then
         log "already serving $root on 127.0.0.1:$port (pid $(cat "$pidfile"))"
@@ -76,7 +81,7 @@ case "$cmd" in
     mkdir -p "$cache_root"
     touch "$root/.serving"
     setsid python3 -m http.server --bind 127.0.0.1 --directory "$root/www" "$port" \
-      </dev/null >"$logfile" 2>&1 &
+      </dev/null >"$logfile" 2>&1 8>&- &
     echo $! > "$pidfile"
     echo "$root" > "$rootfile"
     ln -sfn "$root/keys" "$cache_root/serve-$port.keys"
