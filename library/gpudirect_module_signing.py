@@ -22,9 +22,11 @@ description:
     by subject key identifier).
   - C(action=check) (the default) changes nothing. C(action=sign) signs what is not signed by I(certificate) -
     with I(method=sign_file), the kernel's C(scripts/sign-file) on the built and the installed copy (an old
-    signature is cut off first; a compressed installed copy fails, naming it); with I(method=dkms), C(dkms remove)
+    signature is cut off first; a compressed copy fails, naming it); with I(method=dkms), C(dkms remove)
     and C(dkms install) of the package and every chain package after it for that kernel, so that DKMS signs them
-    with the key of its C(framework.conf.d) drop-in (DKMS 3.0.4 and later). It also writes the DER copy of
+    with the key of its C(framework.conf.d) drop-in (DKMS 3.0.4 and later); with I(method=auto), sign-file for a
+    kernel whose copies are all uncompressed (no rebuild: the module's code does not change, so nothing after it
+    in the chain needs building again), else the C(dkms) way for that kernel. It also writes the DER copy of
     I(certificate) to I(certificate_der) (what C(mokutil --import) reads).
   - All logic lives in C(module_utils/gpudirect_secure_boot.py).
 version_added: "1.0.0"
@@ -59,13 +61,13 @@ options:
     type: path
     default: ""
   key:
-    description: The private key on the node (PEM); needed by C(action=sign) with I(method=sign_file).
+    description: The private key on the node (PEM); needed by C(action=sign) with I(method=sign_file) or C(auto).
     type: path
     default: ""
   method:
-    description: How C(action=sign) signs - C(sign_file) or C(dkms) (see above).
+    description: How C(action=sign) signs - C(sign_file), C(dkms) or C(auto) (see above).
     type: str
-    choices: [sign_file, dkms]
+    choices: [sign_file, dkms, auto]
     default: sign_file
   sign_file:
     description:
@@ -182,6 +184,10 @@ from ansible.module_utils.gpudirect_secure_boot import (
 KERNEL_RE = re.compile(r"^[A-Za-z0-9._+~-]+$")
 KNOB = "gpudirect_dkms_signing_cert_path/_content"
 
+
+
+# kernel module compressions (CONFIG_MODULE_COMPRESS_*): sign-file cannot sign these in place
+COMPRESSED = (".xz", ".gz", ".zst")
 
 class Signing(object):
 
@@ -325,7 +331,7 @@ class Signing(object):
         return "sha256"
 
     def sign_one(self, kernel, path):
-        if path.endswith((".xz", ".gz", ".zst")):
+        if path.endswith(COMPRESSED):
             self.fail("module %s for kernel %s is compressed: sign-file cannot sign it in place; with DKMS 3.0.4 or "
                       "later the gpudirect_dkms role lets DKMS sign before it compresses (upgrade dkms)" % (path, kernel))
         self.actions.append({"kernel": kernel, "file": path, "how": "sign-file"})
@@ -350,54 +356,66 @@ class Signing(object):
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
+    def copies(self, kernel, item):
+        """The files of one built module that kernel can load: DKMS's built copy, and the copy
+        installed under /lib/modules when modinfo finds one outside the kernel's own tree."""
+        files = [item["built"]]
+        rc, out, _err = self.run([self.modinfo, "-k", kernel, "-n", item["module"]])
+        installed = (out or "").strip()
+        if rc == 0 and installed.startswith("/") and installed != item["built"] and "/kernel/" not in installed:
+            files.append(installed)
+        return files
+
+    def rebuild(self, dkms, kernel, built, first, why):
+        """dkms remove + install of the package of built[first] and of every chain package after it,
+        so that DKMS builds them again and signs them with its drop-in's key."""
+        if not dkms:
+            self.fail("module %s for kernel %s must be rebuilt for DKMS to sign it (%s), and dkms is not on "
+                      "the node" % (built[first]["module"], kernel, why))
+        packages = []
+        for item in built[first:]:
+            if (item["package"], item["version"]) not in packages:
+                packages.append((item["package"], item["version"]))
+        for package, version in packages:
+            self.actions.append({"kernel": kernel, "package": package, "version": version,
+                                 "how": "dkms remove + install (%s)" % why})
+            if self.module.check_mode:
+                continue
+            for verb in ("remove", "install"):
+                argv = [dkms, verb, "-m", package, "-v", version, "-k", kernel]
+                rc, out, err = self.run(argv)
+                if rc != 0:
+                    self.fail("dkms %s of %s/%s for kernel %s failed (rc=%s): %s"
+                              % (verb, package, version, kernel, rc, (err or out).strip()[-2000:]), cmd=argv)
+
     def sign(self, kernels, cert):
         method = self.params["method"]
-        if method == "sign_file" and not self.params["key"]:
-            self.fail("action=sign with method=sign_file needs key (gpudirect_dkms_signing_key_path/_content)")
-        dkms = self.module.get_bin_path("dkms") if method == "dkms" else None
+        if method in ("sign_file", "auto") and not self.params["key"]:
+            self.fail("action=sign with method=%s needs key (gpudirect_dkms_signing_key_path/_content)" % method)
+        dkms = self.module.get_bin_path("dkms") if method in ("dkms", "auto") else None
         changed_kernels = set()
         for kernel in kernels:
             built = chain_built_modules(self.params["dkms_tree"], self.params["chain"], kernel)
-            if method == "dkms":
-                first = None
-                for index, item in enumerate(built):
-                    sig = self.signature(kernel, item["module"]) or self.signature(kernel, item["built"])
-                    if not signed_by(sig, cert):
-                        first = index
-                        break
-                if first is None:
-                    continue
-                if not dkms:
-                    self.fail("module %s for kernel %s must be rebuilt for DKMS to sign it, and dkms is not on "
-                              "the node" % (built[first]["module"], kernel))
-                packages = []
-                for item in built[first:]:
-                    if (item["package"], item["version"]) not in packages:
-                        packages.append((item["package"], item["version"]))
-                for package, version in packages:
-                    self.actions.append({"kernel": kernel, "package": package, "version": version,
-                                         "how": "dkms remove + install"})
-                    if self.module.check_mode:
-                        continue
-                    for verb in ("remove", "install"):
-                        argv = [dkms, verb, "-m", package, "-v", version, "-k", kernel]
-                        rc, out, err = self.run(argv)
-                        if rc != 0:
-                            self.fail("dkms %s of %s/%s for kernel %s failed (rc=%s): %s"
-                                      % (verb, package, version, kernel, rc, (err or out).strip()[-2000:]), cmd=argv)
-                changed_kernels.add(kernel)
+            # (index in the chain, the copies of that module not signed by the certificate)
+            unsigned = []
+            for index, item in enumerate(built):
+                files = [path for path in self.copies(kernel, item)
+                         if not signed_by(self.signature(kernel, path), cert)]
+                if files:
+                    unsigned.append((index, files))
+            if not unsigned:
                 continue
-            for item in built:
-                files = [item["built"]]
-                rc, out, _err = self.run([self.modinfo, "-k", kernel, "-n", item["module"]])
-                installed = (out or "").strip()
-                if rc == 0 and installed.startswith("/") and installed != item["built"] \
-                        and "/kernel/" not in installed:
-                    files.append(installed)
-                for path in files:
-                    if not signed_by(self.signature(kernel, path), cert):
+            changed_kernels.add(kernel)
+            compressed = [path for _index, files in unsigned for path in files if path.endswith(COMPRESSED)]
+            if method == "dkms":
+                self.rebuild(dkms, kernel, built, unsigned[0][0], "method dkms")
+            elif method == "auto" and compressed:
+                self.rebuild(dkms, kernel, built, unsigned[0][0],
+                             "compressed, sign-file cannot sign it in place: %s" % ", ".join(compressed))
+            else:
+                for _index, files in unsigned:
+                    for path in files:
                         self.sign_one(kernel, path)
-                        changed_kernels.add(kernel)
         return changed_kernels
 
     def write_der(self, der):
@@ -431,7 +449,7 @@ def main():
             certificate=dict(type="path", default=""),
             certificate_der=dict(type="path", default=""),
             key=dict(type="path", default="", no_log=False),
-            method=dict(type="str", default="sign_file", choices=["sign_file", "dkms"]),
+            method=dict(type="str", default="sign_file", choices=["sign_file", "dkms", "auto"]),
             sign_file=dict(type="path", default=""),
             hash=dict(type="str", default=""),
             dkms_tree=dict(type="path", default="/var/lib/dkms"),

@@ -36,15 +36,18 @@ def _modinfo_text(path):
     return "\n".join(lines) + "\n"
 
 
-def _setup(tmp_path, monkeypatch, modules):
+def _setup(tmp_path, monkeypatch, modules, suffix=".ko", dkms=None):
+    """modules: (package, module name, content) in chain order; suffix: the file name ending of
+    both copies (".ko.xz" as a kernel with CONFIG_MODULE_COMPRESS_XZ installs them); dkms: the
+    path get_bin_path gives for dkms (None: not on the node), whose calls succeed."""
     tree = tmp_path / "dkms"
     installed = {}
     calls = []
     for package, name, content in modules:
         mdir = tree / package / "1.0" / KERNEL / "x86_64" / "module"
         mdir.mkdir(parents=True, exist_ok=True)
-        (mdir / (name + ".ko")).write_bytes(content)
-        dest = tmp_path / "lib" / (name + ".ko")
+        (mdir / (name + suffix)).write_bytes(content)
+        dest = tmp_path / "lib" / (name + suffix)
         dest.parent.mkdir(exist_ok=True)
         dest.write_bytes(content)
         installed[name] = str(dest)
@@ -64,10 +67,12 @@ def _setup(tmp_path, monkeypatch, modules):
             with open(path, "ab") as handle:
                 handle.write(_trailer(CERT["serial"]))
             return 0, "", ""
+        if dkms and args[0] == dkms:
+            return 0, "", ""
         return 1, "", "unexpected %s" % args
 
     def get_bin_path(self, name, required=False, opt_dirs=None):
-        return "/usr/bin/modinfo" if name == "modinfo" else None
+        return {"modinfo": "/usr/bin/modinfo", "dkms": dkms}.get(name)
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
@@ -134,3 +139,57 @@ def test_unreadable_certificate_fails_naming_the_knob(tmp_path, monkeypatch, run
     bad.write_text("not a certificate\n")
     result = run_module(gpudirect_module_signing, _args(tree, certificate=str(bad)))
     assert result["failed"] and "gpudirect_dkms_signing_cert" in result["msg"]
+
+
+# method=auto (the role's choice with DKMS 3.0.4+): modules already built are signed where they
+# lie, no rebuild; Debian 12's kernel installs .ko files (the Secure Boot VM's chain under
+# /lib/modules/6.1.0-50-amd64/updates/dkms/, tests/fixtures/secure_boot/debian12_ovmf/).
+def test_auto_signs_uncompressed_modules_in_place_without_dkms(tmp_path, monkeypatch, run_module):
+    tree, installed, calls = _setup(tmp_path, monkeypatch, [
+        ("nvidia", "nvidia", b"\x7fELF-nvidia" + _trailer("3e4b64134476961533ea5b6d096ef91d1f883d3e")),
+        ("gdrdrv", "gdrdrv", b"\x7fELF-gdrdrv"),
+    ], dkms="/usr/sbin/dkms")
+    args = _args(tree, action="sign", method="auto", key="/etc/key.pem", sign_file="/fake/sign-file")
+    done = run_module(gpudirect_module_signing, args)
+    assert done["changed"] is True and done["problems"] == []
+    assert sorted(a["how"] for a in done["actions"]) == ["sign-file"] * 4
+    assert not [c for c in calls if c[0] == "/usr/sbin/dkms" and c[1] != "--version"]
+    with open(installed["gdrdrv"], "rb") as handle:
+        assert handle.read() == b"\x7fELF-gdrdrv" + _trailer(CERT["serial"])
+    again = run_module(gpudirect_module_signing, args)
+    assert again["changed"] is False and again["actions"] == []
+
+
+def test_auto_rebuilds_from_the_first_unsigned_compressed_module(tmp_path, monkeypatch, run_module):
+    tree, _installed, calls = _setup(tmp_path, monkeypatch, [
+        ("mlnx-ofed-kernel", "mlx5_ib", b"\x7fELF-ofed" + _trailer(CERT["serial"])),
+        ("nvidia", "nvidia", b"\x7fELF-nvidia"),
+        ("gdrdrv", "gdrdrv", b"\x7fELF-gdrdrv"),
+    ], suffix=".ko.xz", dkms="/usr/sbin/dkms")
+    args = _args(tree, action="sign", method="auto", key="/etc/key.pem", sign_file="/fake/sign-file")
+    planned = run_module(gpudirect_module_signing, args, check_mode=True)
+    assert planned["changed"] is True
+    assert [(a["package"], a["how"].split(" (")[0]) for a in planned["actions"] if "package" in a] == [
+        ("nvidia", "dkms remove + install"), ("gdrdrv", "dkms remove + install")]
+    assert "nvidia.ko.xz" in planned["actions"][0]["how"]
+    assert not [c for c in calls if c[0] == "/fake/sign-file" or c[0] == "/usr/sbin/dkms" and c[1] != "--version"]
+
+    run_module(gpudirect_module_signing, args)
+    # OFED's module is signed already: the rebuild starts at nvidia and keeps the chain order
+    assert [c[1:4] for c in calls if c[0] == "/usr/sbin/dkms" and c[1] != "--version"] == [
+        ["remove", "-m", "nvidia"], ["install", "-m", "nvidia"], ["remove", "-m", "gdrdrv"], ["install", "-m", "gdrdrv"]]
+    assert not [c for c in calls if c[0] == "/fake/sign-file"]
+
+
+def test_sign_file_fails_on_a_compressed_module_naming_it(tmp_path, monkeypatch, run_module):
+    tree, _installed, _calls = _setup(tmp_path, monkeypatch, [("gdrdrv", "gdrdrv", b"\x7fELF")], suffix=".ko.zst")
+    args = _args(tree, action="sign", method="sign_file", key="/etc/key.pem", sign_file="/fake/sign-file")
+    result = run_module(gpudirect_module_signing, args)
+    assert result["failed"] and "gdrdrv.ko.zst" in result["msg"] and "compressed" in result["msg"]
+
+
+def test_auto_without_dkms_fails_naming_the_compressed_module(tmp_path, monkeypatch, run_module):
+    tree, _installed, _calls = _setup(tmp_path, monkeypatch, [("gdrdrv", "gdrdrv", b"\x7fELF")], suffix=".ko.zst")
+    args = _args(tree, action="sign", method="auto", key="/etc/key.pem", sign_file="/fake/sign-file")
+    result = run_module(gpudirect_module_signing, args)
+    assert result["failed"] and "dkms is not on the node" in result["msg"] and "gdrdrv.ko.zst" in result["msg"]
