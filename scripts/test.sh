@@ -71,9 +71,24 @@ scenario() {
   # per-phase timings (image build or cache hit, boot to ssh, each action)
   python3 tests/harness/vm/molecule-timed.py --log "$log" test -s "$1"; rc=$?
   if grep -E "(prepare|side_effect|verify)\]? ?:? .*Missing playbook" "$log"; then
-    echo "scenario $1: a step of its sequence did not run (missing playbook)"; return 1
+    echo "scenario $1: a step of its sequence did not run (missing playbook)"; rc=1
   fi
+  # for a scenario of the other lane that starts from the node this one saved
+  echo "@$1 $( ((rc)) && echo FAILED || echo ok)" >>"$results"
   return "$rc"
+}
+# after_scenario NAME: wait until the background lane has run scenario NAME (at once
+# when there is no such lane, or it ended); fails when NAME failed there
+after_scenario() {
+  local line
+  [[ -n ${GPUDIRECT_TEST_LANE_PID:-} ]] || return 0
+  echo "=== waiting for the other lane's $1 scenario"
+  while ! line=$(grep -m1 "^@$1 " "$results") && kill -0 "$GPUDIRECT_TEST_LANE_PID" 2>/dev/null; do
+    sleep 10
+  done
+  if [[ $line == "@$1 FAILED" ]]; then
+    echo "=== not run: the $1 scenario failed, and this one starts from the node it saves"; return 1
+  fi
 }
 # every scenario of a stage runs even when an earlier one failed (one after the
 # other: the VM guests need the host's cores)
@@ -87,7 +102,7 @@ stage_container() { scenarios default os_release_pin rolling; }
 stage_vm() { scenarios rdma kernel_update; }
 stage_pair() { scenarios pair; }
 # after vm (it starts from the disk rdma saves): scripts/test.sh vm secureboot
-stage_secureboot() { scenarios secureboot; }
+stage_secureboot() { after_scenario rdma && scenarios secureboot; }
 
 results=${GPUDIRECT_TEST_RESULTS:-}
 # run_stages STAGE...: each stage in turn; writes "STAGE RESULT SECONDS" lines to
@@ -130,6 +145,7 @@ else
   # its own session, so that one kill stops the lane with its qemu and molecule
   setsid "$ROOT/scripts/test.sh" --lane vm >"$lane_log" 2>&1 </dev/null &
   lane_pid=$!
+  export GPUDIRECT_TEST_LANE_PID=$lane_pid
   trap 'kill -TERM -- -"$lane_pid" 2>/dev/null; rm -f "$results"' EXIT
   trap 'exit 130' INT TERM
   echo "=== lane vm (rdma, kernel_update) runs beside this one: $lane_log"
