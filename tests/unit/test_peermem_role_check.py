@@ -40,7 +40,8 @@ def _plan(tmp_path):
     }
 
 
-def test_nv_peer_mem_build_in_check_mode_changes_nothing_and_says_what(tmp_path):
+def _run_check(tmp_path, **more):
+    """The role in check mode on the nv_peer_mem plan; (rc, log, build dir, nv_peer_mem.conf)."""
     source = tmp_path / "nv_peer_memory-1.3-0.tar.gz"
     with tarfile.open(source, "w:gz") as tar:
         data = b"Version: 1.3\n"
@@ -56,6 +57,7 @@ def test_nv_peer_mem_build_in_check_mode_changes_nothing_and_says_what(tmp_path)
              "gpudirect_peermem_nv_peer_mem_src": "file://" + str(source),
              "gpudirect_peermem_nv_peer_mem_checksum": checksum,
              "__gpudirect_peermem_build_dir": str(build), "__gpudirect_peermem_nv_conf": str(conf)}
+    extra.update(more)
     # the role plans again on this machine: its modinfo answers as kmod's does for a module
     # that is not there (this controller may have no kmod at all)
     fake_bin = tmp_path / "bin"
@@ -70,8 +72,12 @@ def test_nv_peer_mem_build_in_check_mode_changes_nothing_and_says_what(tmp_path)
                            str(playbook)],
                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=300, check=False)
-    log = proc.stdout
-    assert proc.returncode == 0, log
+    return proc.returncode, proc.stdout, build, conf, source
+
+
+def test_nv_peer_mem_build_in_check_mode_changes_nothing_and_says_what(tmp_path):
+    rc, log, build, conf, source = _run_check(tmp_path)
+    assert rc == 0, log
     # the role plans again (as in every stage), but a plan given as an extra var wins over the
     # registered one, so the tasks act on the given nv_peer_mem plan
     assert "TASK [gpudirect_peermem : Plan the peer-memory path]" in log
@@ -90,3 +96,13 @@ def test_nv_peer_mem_build_in_check_mode_changes_nothing_and_says_what(tmp_path)
     assert "failed=0" in recap
     # --diff comes from the modules: the ONBOOT line and the removed file are shown
     assert "+ONBOOT=yes" in log
+
+
+def test_nv_peer_mem_waiting_for_the_enrolment_is_enabled_not_started_and_says_why(tmp_path):
+    # gpudirect_dkms signed the chain with a certificate the running kernel does not trust yet
+    # (tests/unit/test_dkms_sign_tasks.py): starting the service would fail "Key was rejected"
+    rc, log, _build, _conf, _source = _run_check(tmp_path, gpudirect_dkms_signing_awaits_enrolment=True)
+    assert rc == 0, log
+    flat = " ".join(log.split())
+    assert ("nv_peer_mem: the chain is signed by a certificate this kernel does not trust until it is enrolled "
+            "(gpudirect_dkms): the service loads it at the boot after the enrolment") in flat
