@@ -77,3 +77,22 @@ def read_fixture(*parts, binary=False):
     """A file under tests/fixtures/, as text (or bytes)."""
     with open(os.path.join(ROOT, "tests", "fixtures", *parts), "rb" if binary else "r") as handle:
         return handle.read()
+
+
+def play_on_localhost(tmp_path, playbook_text, extra, check=False, diff=False, env_extra=None):
+    """Run playbook_text on this machine (inventory localhost, local connection, this
+    Python) with the project's ansible.cfg and roles, extra as one JSON extra-vars;
+    the finished process (returncode, stdout with stderr)."""
+    import subprocess
+
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(playbook_text)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_ROLES_PATH=os.path.join(ROOT, "roles"),
+               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+               ANSIBLE_LOCALHOST_WARNING="False", **(env_extra or {}))
+    argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-e", json.dumps(extra),
+            "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)]
+    argv += (["--check"] if check else []) + (["--diff"] if diff else [])
+    return subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)

@@ -7,13 +7,10 @@ real: with nothing of the chain built on this machine it only writes the certifi
 copy, and the tasks write the pushed key and certificate and the DKMS drop-in.
 """
 
-import json
 import os
 import stat
-import subprocess
-import sys
 
-from conftest import ROOT
+from conftest import ROOT, play_on_localhost
 
 HERE = os.path.join(ROOT, "tests", "fixtures", "secure_boot")
 KERNEL = "6.1.0-20-amd64"
@@ -43,8 +40,6 @@ def _probe(required=True, modules=1, method="framework_conf"):
 
 
 def _play(tmp_path, probe, check=False, **knobs):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
     signing = tmp_path / "module-signing"
     extra = {"__gpudirect_dkms_signing_probe": probe, "__gpudirect_dkms_signing_kernels": [KERNEL],
              "__gpudirect_dkms_signing_dir": str(signing),
@@ -52,14 +47,7 @@ def _play(tmp_path, probe, check=False, **knobs):
              "__gpudirect_dkms_signing_dropin": str(tmp_path / "framework.conf.d" / "90-gpudirect-signing.conf"),
              "__gpudirect_dkms_result": {"kernels": [{"release": KERNEL}]}}
     extra.update(knobs)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_ROLES_PATH=os.path.join(ROOT, "roles"),
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-               ANSIBLE_LOCALHOST_WARNING="False")
-    argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-e", json.dumps(extra),
-            "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)] + (["--check"] if check else [])
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+    proc = play_on_localhost(tmp_path, PLAYBOOK, extra, check=check)
     return proc.returncode, proc.stdout, signing
 
 

@@ -4,15 +4,12 @@ version of are shipped (a stat and a copy per file cost a round trip each: under
 ~40 s of every verification run; across a fleet, every node's no-op re-run). The helper's
 directory points into a temporary one (extra vars win over role vars)."""
 
-import json
 import os
 import re
-import subprocess
-import sys
 
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, play_on_localhost
 
 FILES_DIR = os.path.join(ROOT, "roles", "gpudirect_verify", "files")
 with open(os.path.join(ROOT, "roles", "gpudirect_verify", "vars", "main.yml")) as _handle:
@@ -32,19 +29,10 @@ PLAYBOOK = """---
 
 
 def _play(tmp_path, check=False):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
     helper = tmp_path / "loopback"
     extra = {"__gpudirect_verify_helper_dir": str(helper), "__gpudirect_verify_helper_src_dir": str(helper / "src"),
              "gpudirect_verify_install_build_deps": False}
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_ROLES_PATH=os.path.join(ROOT, "roles"),
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-               ANSIBLE_LOCALHOST_WARNING="False")
-    argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-e", json.dumps(extra),
-            "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)] + (["--check"] if check else [])
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+    proc = play_on_localhost(tmp_path, PLAYBOOK, extra, check=check)
     assert proc.returncode == 0, proc.stdout
     shipped = re.findall(r"^changed: \[localhost\] => \(item=([^)]+)\)", proc.stdout, re.M)
     return [name for name in shipped if name in HELPER_FILES], helper / "src", proc.stdout

@@ -4,11 +4,8 @@ directory that holds a tool wins (as /usr/bin before /usr/local/bin). The direct
 are temporary ones holding stand-in tools that print their own path."""
 
 import json
-import os
-import subprocess
-import sys
 
-from conftest import ROOT
+from conftest import play_on_localhost
 
 PLAYBOOK = """---
 - name: The tool lookups
@@ -43,18 +40,9 @@ def _tool(directory, name):
 
 
 def _play(tmp_path, **extra):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
     found = tmp_path / "found.json"
     extra["found_file"] = str(found)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_ROLES_PATH=os.path.join(ROOT, "roles"),
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-               ANSIBLE_LOCALHOST_WARNING="False")
-    argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-e", json.dumps(extra),
-            "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+    proc = play_on_localhost(tmp_path, PLAYBOOK, extra)
     assert proc.returncode == 0, proc.stdout
     return json.loads(found.read_text())
 
