@@ -25,8 +25,8 @@ description:
     signature is cut off first; a compressed copy fails, naming it); with I(method=dkms), C(dkms remove)
     and C(dkms install) of the package and every chain package after it for that kernel, so that DKMS signs them
     with the key of its C(framework.conf.d) drop-in (DKMS 3.0.4 and later); with I(method=auto), sign-file for a
-    kernel whose copies are all uncompressed (no rebuild: the module's code does not change, so nothing after it
-    in the chain needs building again), else the C(dkms) way for that kernel. It also writes the DER copy of
+    kernel whose copies are all uncompressed (no rebuild, since the module's code does not change and nothing after
+    it in the chain needs building again), else the C(dkms) way for that kernel. It also writes the DER copy of
     I(certificate) to I(certificate_der) (what C(mokutil --import) reads).
   - All logic lives in C(module_utils/gpudirect_secure_boot.py).
 version_added: "1.0.0"

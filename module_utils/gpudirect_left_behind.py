@@ -30,6 +30,8 @@ and ``[]`` when every loss was named, when nothing was lost, or when no rolling 
 
 from __future__ import annotations
 
+import re
+
 from ansible.module_utils import gpudirect_lock as _lock
 
 # The play variable that marks a rolling play (lock, drain, change, verify, resume, report).
@@ -45,6 +47,10 @@ FACTS = (
     "__gpudirect_drain_resume_line",
     "__gpudirect_drain_batch_done",
 )
+
+
+def _natural(name):
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)]
 
 
 def is_table(msg):
@@ -143,8 +149,9 @@ class Recorder:
         for play in self._plays:
             if not [loss for loss in play["losses"] if loss["seq"] > self._last_table]:
                 continue
-            hosts_all = list(play["hosts_all"])
-            hosts_all += [h for h in play["hosts_seen"] if h not in hosts_all]
+            # in name order, numbers as numbers (gpu2 before gpu10): a dynamic group's order is the
+            # order in which its nodes finished the task that built it, another one in each run
+            hosts_all = sorted(set(play["hosts_all"]) | set(play["hosts_seen"]), key=_natural)
             hostvars = {h: dict(self._facts.get(h, {})) for h in hosts_all}
             last = {}
             for loss in play["losses"]:

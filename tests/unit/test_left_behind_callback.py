@@ -370,3 +370,14 @@ def test_a_second_rolling_play_counts_its_own_losses(run):
     lines = run.end()
     assert "'Rolling kernel update'" in lines[1]
     assert "unreachable at 'Gathering Facts'" in _rows(lines)["gpu01"]
+
+
+def test_the_table_is_in_node_name_order_whatever_order_the_play_listed_them():
+    # a rolling play's hosts come from a group built at run time (group_by / add_host): their
+    # order is the order the nodes finished that task, which changed from one CI run to the next
+    recorder = left.Recorder()
+    recorder.play_start("k", ROLLING, True, ["gpu10", "gpu4", "gpu3", "gpu1"])
+    recorder.facts("gpu1", {"gpudirect_drain_stage": "disrupt", "gpudirect_drain_drained": True})
+    recorder.lost("gpu1", "unreachable", "Stand-in check", UNREACHABLE)
+    lines = left.render(recorder.left_behind(["gpu1"]))
+    assert [line.split()[0] for line in lines if line.startswith("gpu")] == ["gpu1", "gpu3", "gpu4", "gpu10"], lines
