@@ -35,7 +35,10 @@ import os
 import re
 
 EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
-SHIM_LOCK_GUID = "605dab50-e046-4293-a1e8-d8d8c04bd9b9"
+# shim's own vendor GUID (shim's SHIM_LOCK_GUID): MokSBStateRT, MokListRT and the MOK
+# requests live under it; the VM tier's enrolment writes MokList under the same GUID
+# and the Debian 12 node's shim then trusted the certificate (tests/harness/vm/secure_boot.py)
+SHIM_LOCK_GUID = "605dab50-e046-4300-abb6-3dd810dd8b23"
 MODULE_KEYRINGS = (".builtin_trusted_keys", ".secondary_trusted_keys", ".platform", ".machine")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -39,12 +39,22 @@ def test_mokutil_text_without_a_state_is_an_error_naming_it(text):
         sb.parse_mokutil_sb_state(text)
 
 
+# The file names efivarfs gives the variables, written out rather than built from the
+# module's constants, so that a wrong GUID there fails here: the EFI global variables'
+# GUID (UEFI spec), and shim's own GUID for its Mok* variables (shim's SHIM_LOCK_GUID; the
+# VM tier enrols MokList under it and the Debian 12 node's shim then trusts the certificate).
+EFIVAR_FILES = {
+    "SecureBoot": "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c",
+    "SetupMode": "SetupMode-8be4df61-93ca-11d2-aa0d-00e098032b8c",
+    "MokSBStateRT": "MokSBStateRT-605dab50-e046-4300-abb6-3dd810dd8b23",
+}
+
+
 def _efivars(tmp_path, **variables):
     efivars = tmp_path / "efi" / "efivars"
     efivars.mkdir(parents=True)
     for name, data in variables.items():
-        guid = sb.SHIM_LOCK_GUID if name.startswith("Mok") else sb.EFI_GLOBAL_GUID
-        (efivars / ("%s-%s" % (name, guid))).write_bytes(data)
+        (efivars / EFIVAR_FILES[name]).write_bytes(data)
     return str(tmp_path / "efi")
 
 
@@ -71,6 +81,13 @@ def test_efivars_shim_validation_disabled(tmp_path):
     root = _efivars(tmp_path, SecureBoot=b"\x06\x00\x00\x00\x01", SetupMode=b"\x06\x00\x00\x00\x00",
                     MokSBStateRT=b"\x06\x00\x00\x00\x01")
     assert sb.read_efivars(root)["shim_validation_disabled"] is True
+
+
+def test_efivars_a_mok_variable_under_another_guid_is_not_shims(tmp_path):
+    # the GUID this parser once used by mistake: a variable under it is not shim's state
+    root = _efivars(tmp_path, SecureBoot=b"\x06\x00\x00\x00\x01", SetupMode=b"\x06\x00\x00\x00\x00")
+    (tmp_path / "efi" / "efivars" / "MokSBStateRT-605dab50-e046-4293-a1e8-d8d8c04bd9b9").write_bytes(b"\x06\x00\x00\x00\x01")
+    assert sb.read_efivars(root)["shim_validation_disabled"] is False
 
 
 def test_no_efi_directory_is_unsupported(tmp_path):
