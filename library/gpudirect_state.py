@@ -57,6 +57,14 @@ options:
     type: list
     elements: str
     default: []
+  files:
+    description:
+      - Node paths whose content (sha256) is part of the fingerprint, for files the inventory names but no
+        stage writes, such as the module signing certificate and key an admin replaces in place at a key
+        rotation. A file that is missing reads as missing, so one that comes or goes is a difference too.
+    type: list
+    elements: path
+    default: []
   root:
     description:
       - Directory holding the node's file system. Leave at C(/) on a live host; a captured or fabricated tree
@@ -87,6 +95,7 @@ EXAMPLES = r"""
   gpudirect_state:
     inputs: "{{ gpudirect_state_inputs }}"
     units: [nvidia-persistenced.service]
+    files: [/root/mok/signing-cert.der]
   register: node_state
 
 - name: Record the converged state
@@ -208,6 +217,7 @@ def main():
             state=dict(type="str", choices=["query", "record", "absent"], default="query"),
             inputs=dict(type="str", required=True),
             units=dict(type="list", elements="str", default=[]),
+            files=dict(type="list", elements="path", default=[]),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -226,7 +236,8 @@ def main():
     units = list(params["units"]) + [u for u in own_units(params["root"]) if u not in params["units"]]
     current = {"inputs": params["inputs"],
                "fingerprint": fingerprint(params["root"], units=unit_states(module, units),
-                                          runner=module if live else None, live=live, exclude=(path,))}
+                                          runner=module if live else None, live=live, exclude=(path,),
+                                          files=params["files"])}
     record, unusable, mtime = read_record(node_path, path)
     reasons = [unusable] if unusable else differences(record, current)
     fp = current["fingerprint"]

@@ -361,9 +361,24 @@ def kernel_state(root="/", runner=None, live=False):
             "cmdline": cmdline, "reboot_flags": reboot_flags(root)}
 
 
-def fingerprint(root="/", units=None, runner=None, live=False, exclude=()):
+def watched_files(root="/", paths=()):
+    """sha256 of each file named by the inventory whose content decides what a run
+    does but which no stage writes (the module signing certificate and key at the
+    paths the admin gave, replaced in place at a key rotation): None when missing or
+    unreadable, so a file that comes or goes is a difference too."""
+    out = {}
+    for path in paths:
+        try:
+            out[path] = _sha256_file(_under(root, path))
+        except (IOError, OSError):
+            out[path] = None
+    return out
+
+
+def fingerprint(root="/", units=None, runner=None, live=False, exclude=(), files=()):
     """The node's fingerprint (see module docstring). ``units`` maps unit name
-    to its active state, as read by the caller (systemctl needs a live host)."""
+    to its active state, as read by the caller (systemctl needs a live host);
+    ``files`` are node paths whose content is watched (``watched_files``)."""
     loaded = loaded_modules(root)
     return {
         "format": FORMAT,
@@ -379,6 +394,7 @@ def fingerprint(root="/", units=None, runner=None, live=False, exclude=()):
         "units": dict(units or {}),
         "config": config_digests(root, exclude=exclude),
         "signing": module_signatures(root),
+        "files": watched_files(root, files),
     }
 
 
@@ -443,4 +459,10 @@ def differences(recorded, current):
     changed_files = _changed_keys(old.get("config"), new.get("config"))
     if changed_files:
         reasons.append("configuration files changed: %s" % _short_list(changed_files))
+    old_files, new_files = old.get("files") or {}, new.get("files") or {}
+    watched = _changed_keys(old_files, new_files)
+    if watched:
+        reasons.append("watched files changed: %s" % _short_list(
+            ["%s (%s)" % (path, "now missing" if new_files.get(path) is None
+                          else "new" if old_files.get(path) is None else "content") for path in watched]))
     return reasons

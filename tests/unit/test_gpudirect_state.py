@@ -402,3 +402,40 @@ def test_absent_removes_the_record_and_check_mode_keeps_it(node, tmp_path, run_m
     again = run(run_module, tmp_path, state="absent")
     assert again["changed"] is False and again["differences"] == ["there was no record"]
     assert run(run_module, tmp_path)["unchanged"] is False   # the next run is a full one
+
+
+# --- files the inventory names but no stage writes (issue #17: a key rotation in place) ----------
+
+CERT = "/root/mok/signing-cert.der"
+
+
+def _signing_cert_der():
+    with open(os.path.join(ROOT, "tests", "fixtures", "secure_boot", "signing_cert.der"), "rb") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("rotate, reason", [
+    # the admin replaces the certificate at the same path: no inventory variable changes
+    (lambda t: t.write(CERT, _signing_cert_der()[:-1] + b"\x00", binary=True),
+     "watched files changed: /root/mok/signing-cert.der (content)"),
+    (lambda t: os.remove(os.path.join(t.root, CERT.lstrip("/"))),
+     "watched files changed: /root/mok/signing-cert.der (now missing)"),
+])
+def test_a_watched_file_replaced_in_place_is_a_difference(tmp_path, run_module, rotate, reason):
+    t = converged_node(tmp_path)
+    t.write(CERT, _signing_cert_der(), binary=True)
+    assert run(run_module, tmp_path, state="record", files=[CERT])["changed"] is True
+    assert run(run_module, tmp_path, files=[CERT])["unchanged"] is True
+    rotate(t)
+    assert run(run_module, tmp_path, files=[CERT])["differences"] == [reason]
+
+
+def test_a_watched_file_that_appears_is_a_difference_and_no_watch_list_matches_an_older_record(node, tmp_path,
+                                                                                               run_module):
+    # a record written before the node watched anything (or by a run that watched nothing)
+    assert run(run_module, tmp_path)["unchanged"] is True
+    # a path that names no file is no difference while it stays missing
+    assert run(run_module, tmp_path, files=[CERT])["unchanged"] is True
+    node.write(CERT, _signing_cert_der(), binary=True)
+    assert run(run_module, tmp_path, files=[CERT])["differences"] == [
+        "watched files changed: /root/mok/signing-cert.der (new)"]
