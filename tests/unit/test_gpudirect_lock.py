@@ -217,3 +217,40 @@ def test_module_refuses_a_lock_file_it_did_not_write(node, run_module):
     result = run_module(lock_module, _args(node))
     assert result["failed"] and "not one this toolkit wrote" in result["msg"]
     assert node.read_text() == "locked by hand\n"
+
+
+# --- the role's lock and unlock entry points, as the stage plays call them ------------------------
+
+LOCK_PLAY = """\
+- name: Take the lock in two stages of one run, release it, take it again
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - {name: First stage takes it, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: lock}}
+    - {name: Read it, ansible.builtin.stat: {path: "{{ gpudirect_drain_lock_file }}"}, register: first}
+    # gone by hand: a later stage of the same run must not take it again (nor look)
+    - {name: Remove it, ansible.builtin.file: {path: "{{ gpudirect_drain_lock_file }}", state: absent}}
+    - {name: Second stage, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: lock}}
+    - {name: Read it again, ansible.builtin.stat: {path: "{{ gpudirect_drain_lock_file }}"}, register: second}
+    - {name: Release it, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: unlock}}
+    - {name: A later run of the same play takes it anew, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: lock}}
+    - {name: Read it a third time, ansible.builtin.stat: {path: "{{ gpudirect_drain_lock_file }}"}, register: third}
+    - {name: Release it again, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: unlock}}
+    - {name: Read it at the end, ansible.builtin.stat: {path: "{{ gpudirect_drain_lock_file }}"}, register: last}
+    - name: Report
+      ansible.builtin.debug:
+        msg: "LOCKS {{ [first, second, third, last] | map(attribute='stat.exists') | join(',') }}"
+"""
+
+
+def test_the_run_lock_is_taken_once_per_run_until_released(tmp_path):
+    from conftest import play_on_localhost
+    path = "/run/lock/gpudirect-test-%d-%d.lock" % (os.getpid(), time.monotonic_ns())
+    try:
+        proc = play_on_localhost(tmp_path, LOCK_PLAY, {"gpudirect_drain_lock_file": path})
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "LOCKS True,False,True,False" in proc.stdout

@@ -78,7 +78,12 @@ def _project(tmp_path):
                       changes: "{{{{ stub_changes | default({{}}) | dict2items | selectattr('key', 'eq', '{name}') | map(attribute='value') | first | default([]) }}}}"
                       disruption: "{{{{ stub_disrupt | default({{}}) | dict2items | selectattr('key', 'eq', '{name}') | map(attribute='value') | first | default([]) }}}}"
                 """).format(name=name),
-            "main.yml": _log(name),
+            "main.yml": _log(name) + textwrap.dedent("""\
+                - name: Fail as the role would on this node
+                  ansible.builtin.fail:
+                    msg: "stub {name} failed"
+                  when: stub_fail | default('') == '{name}'
+                """).format(name=name),
         })
     for name in ("os_release_pin", "gpudirect_dkms"):
         _role(root, name, {"main.yml": _log(name)})
@@ -103,8 +108,25 @@ def _project(tmp_path):
           when: gpudirect_verify_status != 'passed'
         """)})
     _role(root, "gpudirect_drain", {
-        "lock.yml": _log("lock"),
-        "unlock.yml": _log("unlock"),
+        # the real entry points' contract: taken once per run, a no-op while this run holds it
+        "lock.yml": textwrap.dedent("""\
+            - name: Take the lock once per run
+              when: not __stub_locked | default(false)
+              block:
+            """) + textwrap.indent(_log("lock"), "    ") + textwrap.dedent("""\
+                - name: Hold it
+                  ansible.builtin.set_fact:
+                    __stub_locked: true
+            """),
+        "unlock.yml": textwrap.dedent("""\
+            - name: Release the lock this run holds
+              when: __stub_locked | default(false)
+              block:
+            """) + textwrap.indent(_log("unlock"), "    ") + textwrap.dedent("""\
+                - name: Hold it no more
+                  ansible.builtin.set_fact:
+                    __stub_locked: false
+            """),
         "drain.yml": _log("drain"),
         "failed.yml": _log("failed") + textwrap.dedent("""\
             - name: Record the failure
@@ -188,10 +210,13 @@ def test_unchanged_nodes_are_only_verified_and_disruptive_ones_rolled_one_at_a_t
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # unchanged: the state check and the proof, nothing else; never drained
     assert _of(events, "n1") == ["state_check", "verify"]
-    # changed, nothing disruptive: every stage at once, undrained, verified and recorded
+    # changed, nothing disruptive: every stage at once, undrained, verified and recorded, under
+    # the node's run lock from its first stage to its record (issue #13, outcome 6)
     n2 = _of(events, "n2")
-    assert "drain" not in n2 and "lock" not in n2 and "reboot" not in n2
-    assert n2[-2:] == ["verify", "record"] and "mlnx_ofed" in n2 and "pcie_acs" in n2
+    assert "drain" not in n2 and "reboot" not in n2
+    assert n2[n2.index("plan pcie_acs") + 1:n2.index("plan pcie_acs") + 3] == ["lock", "os_release_pin"]
+    assert n2.count("lock") == 1 and n2[-3:] == ["verify", "record", "unlock"]
+    assert "mlnx_ofed" in n2 and "pcie_acs" in n2
     # disruptive: lock, drain, stages, reboot, verify, resume, record, unlock, in that order
     for node in ("n3", "n4"):
         mine = _of(events, node)
@@ -221,7 +246,7 @@ def test_a_failed_verification_leaves_the_node_drained_and_stops_before_the_next
     # max_fail_percentage 0: n4's batch never started
     assert "lock" not in _of(events, "n4") and "drain" not in _of(events, "n4")
     # the nodes outside the rolling play were done before it
-    assert _of(events, "n2")[-1] == "record"
+    assert _of(events, "n2")[-2:] == ["record", "unlock"]
 
 
 def test_a_batch_knob_lets_the_run_go_on_and_the_table_ends_it(project):
@@ -237,14 +262,34 @@ def test_a_batch_knob_lets_the_run_go_on_and_the_table_ends_it(project):
     assert events[-1] == ("report", "n3")
 
 
+@pytest.mark.parametrize("stage, failed", [("nvidia_driver", "stub nvidia_driver failed"),
+                                           ("verify", "stub verification failed")])
+def test_an_undrained_node_that_fails_releases_its_run_lock(project, stage, failed):
+    fleet = dict(FLEET, n2=dict(FLEET["n2"], **({"stub_fail": stage} if stage != "verify" else {"stub_verify": "failed"})))
+    proc, events = _run(project, fleet)
+    assert proc.returncode != 0
+    n2 = _of(events, "n2")
+    assert n2.count("lock") == 1 and n2[-1] == "unlock" and "record" not in n2, n2
+    assert n2.index(stage) < n2.index("unlock")
+    assert failed in proc.stdout
+    if stage == "verify":
+        # the verify play has the unchanged n1 too, so the run went on to the rolling batches
+        assert _of(events, "n3")[-3:] == ["resume", "record", "unlock"]
+    else:
+        # n2 was the only node of the undrained stage plays, so Ansible ended the run
+        # there: the nodes to disrupt were never drained
+        assert "drain" not in _of(events, "n3") + _of(events, "n4")
+
+
 def test_a_node_whose_stage_asked_for_a_reboot_is_rebooted_only_in_the_rolling_play(project):
     fleet = dict(FLEET, n2=dict(FLEET["n2"], stub_stage_reboot=True))
     proc, events = _run(project, fleet)
     assert proc.returncode == 0, proc.stdout[-3000:]
     n2 = _of(events, "n2")
     first_verify = n2.index("verify")
-    assert n2.index("host_prereqs") < n2.index("lock") < n2.index("drain") < n2.index("reboot") < first_verify
-    assert n2.count("verify") == 1 and n2[-3:] == ["resume", "record", "unlock"]
+    # its lock, taken by its first undrained stage, is held on into the rolling play
+    assert n2.index("lock") < n2.index("host_prereqs") < n2.index("drain") < n2.index("reboot") < first_verify
+    assert n2.count("lock") == 1 and n2.count("verify") == 1 and n2[-3:] == ["resume", "record", "unlock"]
     assert "its stages asked for a reboot" in proc.stdout
 
 
