@@ -83,6 +83,14 @@ def _project(tmp_path):
                   ansible.builtin.fail:
                     msg: "stub {name} failed"
                   when: stub_fail | default('') == '{name}'
+                - name: Hand a disruption the plan pass did not foresee to the drain owner, as the role does
+                  ansible.builtin.include_role:
+                    name: gpudirect_drain
+                    tasks_from: disrupt
+                  vars:
+                    gpudirect_drain_disruption: ["{name}: reload after an earlier stage changed its input"]
+                    gpudirect_drain_disruption_role: {name}
+                  when: stub_late_disrupt | default('') == '{name}'
                 """).format(name=name),
         })
     for name in ("os_release_pin", "gpudirect_dkms"):
@@ -128,6 +136,8 @@ def _project(tmp_path):
                     __stub_locked: false
             """),
         "drain.yml": _log("drain"),
+        # the real entry point: what it does is what these tests are about
+        "disrupt.yml": open(os.path.join(ROOT, "roles", "gpudirect_drain", "tasks", "disrupt.yml")).read().split("\n", 1)[1],
         "failed.yml": _log("failed") + textwrap.dedent("""\
             - name: Record the failure
               ansible.builtin.set_fact:
@@ -279,6 +289,24 @@ def test_an_undrained_node_that_fails_releases_its_run_lock(project, stage, fail
         # n2 was the only node of the undrained stage plays, so Ansible ended the run
         # there: the nodes to disrupt were never drained
         assert "drain" not in _of(events, "n3") + _of(events, "n4")
+
+
+def test_a_disruption_the_plan_pass_did_not_foresee_is_done_drained_in_the_rolling_play(project):
+    fleet = dict(FLEET, n2=dict(FLEET["n2"], stub_late_disrupt="nvidia_driver"))
+    proc, events = _run(project, fleet)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    n2 = _of(events, "n2")
+    # the undrained stages end at the role that found it; nothing after it ran undrained
+    undrained = n2[:n2.index("drain")]
+    assert undrained[-1] == "nvidia_driver" and "gpudirect_peermem" not in undrained and "verify" not in undrained
+    # then drained in its batch: every stage again, verified, resumed, recorded, one lock throughout
+    rolled = n2[n2.index("drain"):]
+    assert rolled.index("mlnx_ofed") < rolled.index("nvidia_driver") < rolled.index("gpudirect_peermem") \
+        < rolled.index("reboot") < rolled.index("verify")
+    assert rolled[-3:] == ["resume", "record", "unlock"] and n2.count("lock") == 1
+    assert "n2: nvidia_driver would interrupt the node, which the read-only plan pass did not foresee" in proc.stdout
+    # the other undrained node is not held up by it
+    assert _of(events, "n1") == ["state_check", "verify"]
 
 
 def test_a_node_whose_stage_asked_for_a_reboot_is_rebooted_only_in_the_rolling_play(project):
