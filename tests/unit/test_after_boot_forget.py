@@ -72,7 +72,9 @@ def _project(tmp_path, failed_units, wanted_args=None):
     return proc, re.findall(r'"msg": "EVENT forget (.*)"', proc.stdout)
 
 
-@pytest.mark.parametrize("unit", ["gpudirect-nvidia-peermem.service"])
+@pytest.mark.parametrize("unit", ["gpudirect-nvidia-peermem.service", "gpudirect-pcie-acs.service",
+                                  # the legacy path's unit, from Mellanox's nv_peer_mem package
+                                  "nv_peer_mem.service"])
 def test_our_unit_failed_at_boot_removes_the_record_and_fails_naming_it(tmp_path, unit):
     proc, forgotten = _project(tmp_path, [unit, "systemd-networkd-wait-online.service"])
     assert proc.returncode == 2, proc.stdout[-3000:]
