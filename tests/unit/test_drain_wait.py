@@ -1,0 +1,67 @@
+"""gpudirect_drain's drain entry point on this machine (issue #13, outcome 2): a wait that
+never sees the node idle fails the node at the timeout, drained and untouched, with a
+message naming the knobs; the hooks' output (a scheduler token, say) stays out of the log
+while gpudirect_drain_no_log is true, and shows once it is false."""
+
+
+
+from conftest import play_on_localhost
+
+PLAY = """\
+- name: Drain this machine with stand-in scheduler commands
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Drain and wait
+      ansible.builtin.include_role:
+        name: gpudirect_drain
+        tasks_from: drain
+"""
+
+SECRET = "token-5f2d9c0e-not-for-logs"
+
+
+def _drain(tmp_path, busy, no_log, timeout=3, interval=1):
+    calls = tmp_path / "calls"
+    # the stand-in scheduler: the drain prints a secret, the wait prints it and says busy
+    # (exit 1) while `busy`, idle (exit 0) otherwise; each call is logged with its time
+    wait = ("echo %s; echo wait >>%s; %s" % (SECRET, calls, "exit 1" if busy else "exit 0"))
+    extra = {
+        "gpudirect_drain_command": ["sh", "-c", "echo drain >>%s; echo %s" % (calls, SECRET)],
+        "gpudirect_drain_wait_command": ["sh", "-c", wait],
+        "gpudirect_drain_resume_command": ["true"],
+        "gpudirect_drain_wait_timeout": timeout,
+        "gpudirect_drain_wait_interval": interval,
+        "gpudirect_drain_no_log": no_log,
+    }
+    proc = play_on_localhost(tmp_path, PLAY, extra)
+    lines = calls.read_text().split() if calls.exists() else []
+    return proc, lines
+
+
+def test_a_node_that_never_becomes_idle_fails_at_the_timeout_with_the_knobs_named(tmp_path):
+    proc, calls = _drain(tmp_path, busy=True, no_log=True)
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert "localhost is drained but did not become idle: gpudirect_drain_wait_command still exits 1 after" in out
+    assert "(gpudirect_drain_wait_timeout=3 s, checked every 1 s)" in out
+    assert "Nothing disruptive was done; the node stays drained." in out
+    # drained once, then polled about timeout / interval times, not forever
+    assert calls[0] == "drain" and 2 <= calls.count("wait") <= 4, calls
+    # no_log: neither the hooks' output nor the last wait output reach the log
+    assert SECRET not in out
+    assert "Last output: hidden (gpudirect_drain_no_log is true; set it false to see it)." in out
+
+
+def test_with_no_log_off_the_last_wait_output_is_shown(tmp_path):
+    proc, _calls = _drain(tmp_path, busy=True, no_log=False)
+    assert proc.returncode != 0
+    assert "Last output: %s" % SECRET in proc.stdout
+
+
+def test_a_node_that_is_idle_passes_at_the_first_check(tmp_path):
+    proc, calls = _drain(tmp_path, busy=False, no_log=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert calls == ["drain", "wait"]
+    assert SECRET not in proc.stdout
