@@ -3,8 +3,6 @@ never sees the node idle fails the node at the timeout, drained and untouched, w
 message naming the knobs; the hooks' output (a scheduler token, say) stays out of the log
 while gpudirect_drain_no_log is true, and shows once it is false."""
 
-
-
 from conftest import play_on_localhost
 
 PLAY = """\
