@@ -255,6 +255,10 @@ connection_guard:
     detach_restart:
       description: The openibd restart runs detached (async) and the role waits for the connection.
       type: bool
+    detach_removal:
+      description: The removal of the OFED stack in the way (uninstaller or packages) runs detached (async) and the
+        role waits for the connection.
+      type: bool
 """
 
 import os
@@ -402,7 +406,8 @@ def main():
     except OfedPlanError as error:
         module.fail_json(msg=str(error), ofed_info=found["ofed"])
     result["connection_guard"] = {"at_risk": [], "checked": ["not checked: the plan disrupts nothing"],
-                                  "overridden": False, "detach_restart": False}
+                                  "overridden": False, "detach_restart": False,
+                                  "detach_removal": False}
     if result["disruption"]:
         ssh = params["ssh_connection"]
         if ssh is None:

@@ -247,7 +247,9 @@ def guard(plan_result, assessment, allow):
     :param plan_result: what ``plan`` returned.
     :param assessment: what ``gpudirect_netguard.assess`` returned.
     :param allow: ``mlnx_ofed_allow_disruption_over_rdma_netdev``.
-    :returns: ``{"at_risk": [sentences], "checked": [...], "overridden": bool, "detach_restart": bool}``.
+    :returns: ``{"at_risk": [sentences], "checked": [...], "overridden": bool, "detach_restart": bool,
+        "detach_removal": bool}``: with the override, the openibd restart and the removal of the
+        stack in the way run detached on the node, and the role waits for the connection.
     :raises OfedPlanError: when the plan disrupts, something runs over a ConnectX netdev, and
         ``allow`` is false (the message names the interface, the address and why).
     """
@@ -259,7 +261,8 @@ def guard(plan_result, assessment, allow):
         raise OfedPlanError(
             "the OFED change (%s) resets the ConnectX netdevs, and %s: nothing was changed. Move the connection or "
             "the mount off the ConnectX netdev (run from a management network, unmount), or set "
-            "mlnx_ofed_allow_disruption_over_rdma_netdev: true to go ahead (the restart then runs detached and the "
+            "mlnx_ofed_allow_disruption_over_rdma_netdev: true to go ahead (the restart and the removal then run detached and the "
             "role waits for the connection to come back)" % ("; ".join(plan_result["disruption"]), "; ".join(at_risk)))
     return {"at_risk": at_risk, "checked": assessment["checked"], "overridden": cuts,
-            "detach_restart": cuts and plan_result["restart_openibd"]}
+            "detach_restart": cuts and plan_result["restart_openibd"],
+            "detach_removal": cuts and plan_result["removal"]}

@@ -189,7 +189,23 @@ def test_guard_fails_a_disruptive_plan_naming_interface_address_and_knob():
 def test_guard_lets_a_converged_plan_pass_and_an_override_detach_the_restart():
     assert ofed.guard(ofed.plan(probe(), params()), AT_RISK, allow=False)["overridden"] is False
     out = ofed.guard(ofed.plan(probe(), params(wanted_version="25.01-0.6.0")), AT_RISK, allow=True)
-    assert out["overridden"] and out["detach_restart"]
+    # an upgrade in place removes nothing
+    assert out["overridden"] and out["detach_restart"] and not out["detach_removal"]
+
+
+def test_an_override_detaches_the_removal_of_the_stack_in_the_way():
+    # MLNX_OFED replaced by DOCA (its uninstaller first), and DOCA removed for the inbox stack
+    replace = ofed.plan(probe(MLNX, uninstaller="/usr/sbin/ofed_uninstall.sh"), params())
+    inbox = ofed.plan(probe(inbox_installed=["ibverbs-providers"]),
+                      params(method="inbox", wanted_version="", inbox_packages=["rdma-core", "ibverbs-providers"]))
+    for out in (replace, inbox):
+        assert ofed.guard(out, AT_RISK, allow=True)["detach_removal"] is True
+
+
+def test_guard_detaches_nothing_when_nothing_runs_over_a_connectx_netdev():
+    out = ofed.guard(ofed.plan(probe(), params(wanted_version="25.01-0.6.0")), {"at_risk": [], "checked": []},
+                     allow=False)
+    assert (out["overridden"], out["detach_restart"], out["detach_removal"]) == (False, False, False)
 
 
 # --- the module, as Ansible runs it -------------------------------------------------------
