@@ -1,0 +1,88 @@
+"""A node a run leaves drained keeps a note of it on the node, and a later run that proves
+it resumes it (gpudirect_drain's resume and resume_earlier entry points, issue #13 outcome
+3): a node the admin repaired, or whose module signing certificate was enrolled at the
+console, must not stay out of service because the run that proves it had nothing to drain
+it for. Run on this machine with a stand-in scheduler."""
+
+import json
+import os
+import time
+
+import pytest
+
+from conftest import play_on_localhost
+
+LEAVE = """\
+- name: A run drains the node, its verification fails, it stays drained
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - {name: Drain, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: drain}}
+    - {name: The verdict, ansible.builtin.set_fact: {gpudirect_verify_status: failed}}
+    - {name: Resume or not, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: resume}}
+"""
+
+LATER = """\
+- name: A later run that did not drain the node verifies it
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - {name: The verdict, ansible.builtin.set_fact: {gpudirect_verify_status: "{{ verdict }}"}}
+    - {name: Resume what an earlier run left, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: resume_earlier}}
+"""
+
+
+@pytest.fixture
+def site(tmp_path):
+    note = "/var/lib/gpudirect/unit-left-drained-%d-%d.json" % (os.getpid(), time.monotonic_ns())
+    log = tmp_path / "scheduler.log"
+    extra = {
+        "gpudirect_drain_command": ["sh", "-c", "echo drain >>%s" % log],
+        "gpudirect_drain_resume_command": ["sh", "-c", "echo resume >>%s" % log],
+        "gpudirect_drain_left_drained_file": note,
+    }
+    yield extra, note, log
+    if os.path.exists(note):
+        os.remove(note)
+
+
+def _calls(log):
+    return log.read_text().split() if log.exists() else []
+
+
+def test_a_node_left_drained_is_resumed_by_the_next_run_that_proves_it(tmp_path, site):
+    extra, note, log = site
+    proc = play_on_localhost(tmp_path, LEAVE, extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert _calls(log) == ["drain"]
+    with open(note) as handle:
+        kept = json.load(handle)
+    assert kept["reason"].startswith("verification failed in this run")
+    assert kept["resume_command"] == extra["gpudirect_drain_resume_command"] and kept["since"].endswith("Z")
+
+    # a run that does not prove it leaves it drained and the note in place
+    proc = play_on_localhost(tmp_path, LATER, dict(extra, verdict="not_proven"))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "localhost stays drained: an earlier run left it drained (verification failed in this run" in proc.stdout
+    assert _calls(log) == ["drain"] and os.path.exists(note)
+
+    # the run that proves it resumes it and removes the note
+    proc = play_on_localhost(tmp_path, LATER, dict(extra, verdict="passed"))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert _calls(log) == ["drain", "resume"]
+    assert not os.path.exists(note)
+    assert "localhost resumed: an earlier run left it drained (verification failed in this run" in proc.stdout
+
+    # and the one after that has nothing to resume
+    proc = play_on_localhost(tmp_path, LATER, dict(extra, verdict="passed"))
+    assert proc.returncode == 0 and _calls(log) == ["drain", "resume"]
+
+
+def test_check_mode_resumes_nothing(tmp_path, site):
+    extra, note, log = site
+    assert play_on_localhost(tmp_path, LEAVE, extra).returncode == 0
+    proc = play_on_localhost(tmp_path, LATER, dict(extra, verdict="passed"), check=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert _calls(log) == ["drain"] and os.path.exists(note)
