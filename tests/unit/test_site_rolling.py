@@ -150,6 +150,7 @@ def _project(tmp_path):
                           and stub_failure is not defined else 'keep.yml' }}"
             """,
         "resume_passed.yml": _log("resume"),
+        "resume_earlier.yml": "- name: Nothing left drained by an earlier run here\n  ansible.builtin.meta: noop\n",
         "keep.yml": _log("left_drained") + textwrap.dedent("""\
             - name: Record the node left drained
               ansible.builtin.set_fact:
