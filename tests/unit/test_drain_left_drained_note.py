@@ -80,6 +80,17 @@ def test_a_node_left_drained_is_resumed_by_the_next_run_that_proves_it(tmp_path,
     assert proc.returncode == 0 and _calls(log) == ["drain", "resume"]
 
 
+def test_a_resume_command_that_fails_keeps_the_node_drained_and_says_how_to_resume(tmp_path, site):
+    extra, note, log = site
+    assert play_on_localhost(tmp_path, LEAVE, extra).returncode == 0
+    broken = dict(extra, gpudirect_drain_resume_command=["sh", "-c", "exit 7"], verdict="passed")
+    proc = play_on_localhost(tmp_path, LATER, broken)
+    assert proc.returncode != 0
+    assert "localhost passed its verification, but gpudirect_drain_resume_command failed (rc 7)" in proc.stdout
+    assert "Resume it by hand: sh -c 'exit 7'" in proc.stdout
+    assert os.path.exists(note)
+
+
 def test_check_mode_resumes_nothing(tmp_path, site):
     extra, note, log = site
     assert play_on_localhost(tmp_path, LEAVE, extra).returncode == 0
