@@ -12,8 +12,8 @@
 #     kernel-release    uname -r of the guest kernel
 #     packages.txt      dpkg -l of the image, for the record
 #
-# The hash covers this file (and anything in tests/harness/vm/guest/ if that
-# ever exists), the suite and the mirror: the image is rebuilt exactly when the
+# The hash covers this file and the files it installs from tests/harness/vm/guest/,
+# the suite and the mirror: the image is rebuilt exactly when the
 # recipe changes. Builds go to a temp dir that is renamed into place, so an
 # interrupted build never leaves a half image behind; a lock serialises runs.
 #
@@ -45,7 +45,7 @@ self="$here/$(basename "${BASH_SOURCE[0]}")"
 recipe_hash=$(
   {
     cat "$self"
-    if [[ -d "$here/guest" ]]; then find "$here/guest" -type f -print0 | sort -z | xargs -0r cat; fi
+    if [[ -d "$here/guest" ]]; then find "$here/guest" -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0r cat; fi
     echo "$SUITE $MIRROR $IMAGE_SIZE"
   } | sha256sum | cut -c1-16
 )
@@ -247,6 +247,12 @@ ExecStop=/usr/local/sbin/gpudirect-boot-handoff
 [Install]
 WantedBy=multi-user.target
 EOF
+
+# Under TCG an Ansible task spends ~1 s compiling its AnsiballZ zip's sources:
+# the guest's python3 keeps what it compiled from zips (guest/, which says more)
+pydist="$root/usr/lib/python3/dist-packages"
+install -m 644 "$here/guest/gpudirect_testbed_zipcache.py" "$pydist/"
+echo "import gpudirect_testbed_zipcache" >"$pydist/gpudirect_testbed_zipcache.pth"
 
 chroot "$root" systemctl enable systemd-networkd.service gpudirect-pairnet.service serial-getty@ttyS0.service \
   gpudirect-boot-handoff.service >/dev/null 2>&1
