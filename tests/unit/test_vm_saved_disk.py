@@ -130,7 +130,58 @@ def test_start_boots_an_overlay_on_a_valid_saved_disk(vm, tmp_path, monkeypatch)
 def test_save_and_start_options_parse():
     out = subprocess.run(["python3", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"), "save", "--help"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=True).stdout
-    assert "--to SAVED" in out
+    assert "--to SAVED" in out and "--boot" in out
+
+
+def running_vm_info(vm, tmp_path, **over):
+    """A run dir as `vm.py start` leaves it, with its info.json and a disk."""
+    rd = tmp_path / "runs" / "n1"
+    rd.mkdir(parents=True)
+    info = {"name": "n1", "ssh_port": 2231, "accel": "tcg", "image": str(tmp_path / "image-a"),
+            "identity_file": "k", "main_mac": "52:54:00:00:00:01", "pair_mac": None, "pair_ip": None,
+            "pair_net": None, "pair_role": "listen", "started_at": 0, "mem": 2048, "smp": 2,
+            "reboot": "cold", "from_saved": None, "secure_boot": False}
+    info.update(over)
+    (rd / "info.json").write_text(json.dumps(info))
+    for f in ("disk.qcow2", "bootdisk.raw"):
+        (rd / f).write_bytes(b"x")
+    return rd, info
+
+
+def test_save_boot_starts_the_same_machine_from_the_disk_it_saved(vm, tmp_path, monkeypatch):
+    """save --boot (the rdma scenario's power cycle): the disk is saved first, then the
+    machine boots a copy of it with its own name, ports, memory and reboot mode."""
+    rd, info = running_vm_info(vm, tmp_path, ssh_port=2299, mem=3072, reboot="warm")
+    monkeypatch.setattr(vm, "power_off", lambda rd, info, timeout: True)
+    started = []
+    monkeypatch.setattr(vm, "cmd_start", lambda a: started.append(a) or 0)
+    args = argparse.Namespace(name="n1", state_dir=str(tmp_path / "runs"), to="rdma-converged", timeout=5, boot=True)
+    assert vm.cmd_save(args) == 0
+    saved = vm.saved_dir("rdma-converged")
+    assert (saved / "disk.qcow2").exists() and json.loads((saved / "saved.json").read_text())["image"] == info["image"]
+    (again,) = started
+    assert (again.name, again.ssh_port, again.mem, again.image, again.from_saved, again.warm_reboot) == \
+        ("n1", 2299, 3072, info["image"], "rdma-converged", True)
+    assert again.mac == info["main_mac"] and not again.secure_boot
+
+
+def test_save_without_boot_leaves_the_machine_off(vm, tmp_path, monkeypatch):
+    running_vm_info(vm, tmp_path)
+    monkeypatch.setattr(vm, "power_off", lambda rd, info, timeout: True)
+    monkeypatch.setattr(vm, "cmd_start", lambda a: pytest.fail("started again"))
+    args = argparse.Namespace(name="n1", state_dir=str(tmp_path / "runs"), to="s", timeout=5, boot=False)
+    assert vm.cmd_save(args) == 0
+
+
+def test_save_boot_refuses_a_secure_boot_machine_before_powering_it_off(vm, tmp_path, monkeypatch, capsys):
+    """Its variable store (the enrolled MOKs) is not part of a saved disk: booting the copy
+    would be another machine, so nothing is done and the log says why."""
+    running_vm_info(vm, tmp_path, secure_boot=True)
+    monkeypatch.setattr(vm, "power_off", lambda rd, info, timeout: pytest.fail("powered off"))
+    args = argparse.Namespace(name="n1", state_dir=str(tmp_path / "runs"), to="s", timeout=5, boot=True)
+    assert vm.cmd_save(args) == 1
+    assert "no firmware variable store" in capsys.readouterr().err
+    assert not vm.saved_dir("s").exists()
 
 
 class FakeQemu:

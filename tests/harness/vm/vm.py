@@ -19,7 +19,8 @@ keeps qemu's own reset.
     vm.py info NAME           # molecule instance_config entry as JSON
     vm.py ssh NAME [CMD...]
     vm.py stop NAME [--keep]  # --keep leaves the run dir (serial log) behind
-    vm.py save NAME --to SAVED  # power the guest off, keep its disk as <cache>/vm/saved/SAVED
+    vm.py save NAME --to SAVED [--boot]  # power the guest off, keep its disk as
+                              # <cache>/vm/saved/SAVED; --boot: then boot a copy of it
     vm.py start NAME ... --from-saved SAVED   # boot a copy of it (when still valid)
     vm.py start NAME ... --secure-boot   # UEFI Secure Boot: OVMF, shim, GRUB (secure_boot.py)
     vm.py enrol-mok NAME --cert FILE     # power off, enrol FILE as a MOK in the firmware, boot
@@ -518,6 +519,10 @@ def cmd_save(args: argparse.Namespace) -> int:
     consistent) and keep disk and boot disk as a saved disk for `start --from-saved`."""
     rd = run_dir(args, args.name)
     info = load_info(rd)
+    if args.boot and info.get("secure_boot"):
+        log(f"{args.name}: the saved disk has no firmware variable store (enrolled MOKs), so "
+            "--boot would not boot the same Secure Boot machine; save it without --boot")
+        return 1
     t0 = time.monotonic()
     if not power_off(rd, info, args.timeout):
         return 1
@@ -533,7 +538,17 @@ def cmd_save(args: argparse.Namespace) -> int:
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     log(f"{args.name}: powered off after {time.monotonic() - t0:.0f} s, disk saved as {dest}")
-    return 0
+    if not args.boot:
+        return 0
+    # a power cycle: the same machine (name, ports, memory, NICs, firmware) boots a
+    # copy of the disk just saved, which stays as it was for the scenarios after it
+    again = argparse.Namespace(
+        state_dir=args.state_dir, name=args.name, ssh_port=info["ssh_port"], mem=info["mem"],
+        smp=info["smp"], accel=info["accel"], image=info["image"], mac=info["main_mac"],
+        pair_net=info["pair_net"], pair_role=info["pair_role"], pair_mac=info["pair_mac"],
+        pair_ip=info["pair_ip"], append=None, from_saved=args.to,
+        secure_boot=info.get("secure_boot", False), warm_reboot=info["reboot"] == "warm")
+    return cmd_start(again)
 
 
 def terminate(pid: int) -> None:
@@ -800,6 +815,8 @@ def main(argv: list[str] | None = None) -> int:
     sa.add_argument("name")
     sa.add_argument("--to", required=True, metavar="SAVED", help="saved disk name (<cache>/vm/saved/SAVED)")
     sa.add_argument("--timeout", type=int, default=300, help="seconds to wait for the power-off")
+    sa.add_argument("--boot", action="store_true",
+                    help="then boot the machine again from the saved disk (a power cycle)")
     sa.set_defaults(fn=cmd_save)
 
     em = sub.add_parser("enrol-mok")

@@ -1,8 +1,8 @@
 """VM tier checks: a real kernel with soft-RoCE and a PCIe root port with ACS.
 
-Run by molecule's testinfra verifier in both one-node VM scenarios: in `rdma`
+Run by molecule's testinfra verifier in the one-node VM scenarios: in `rdma`
 after converge (which repaired a wrong-order install and switched OFED versions)
-and after a plain reboot; in `kernel_update` after the kernel update
+and a power cycle; in `kernel_update` after the kernel update
 (kernel_update.yml) and the site.yml run that follows it. Each command is one
 ssh round trip; under TCG those cost about a second, so the checks bundle their
 shell.
@@ -98,8 +98,8 @@ def test_ib_write_bw_loopback_moves_data(host, rxe_netdev):
 
 def test_acs_cleared_on_included_root_port(host, root_port):
     """pcie_acs (via site.yml) clears ACS on the bridges it is told to; the
-    testbed's "firmware" sets it again at every boot, so after the reboot this
-    also proves the role's boot-time unit."""
+    testbed's "firmware" sets it again at every boot, so after a reboot or
+    power cycle this also proves the role's boot-time unit."""
     hv = host.ansible.get_variables()
     include = ["0000:" + b if b.count(":") == 1 else b for b in hv.get("pcie_acs_include", [])]
     if hv.get("pcie_acs_state", "disabled") != "disabled" or root_port not in include:
@@ -152,7 +152,7 @@ def test_doca_repository_is_one_deb822_source_signed_by_the_checked_key(host):
 
 def test_nvidia_peermem_loaded_for_the_running_kernel_and_linked_against_ofed(host):
     """Loaded (checked through /sys/module, as the role does) and built against
-    OFED's peer-memory symbols, so it survives the reboot between verifies."""
+    OFED's peer-memory symbols, and back after the power cycle before this verify."""
     kernel = host.check_output("uname -r")
     assert host.file("/sys/module/nvidia_peermem").is_directory
     assert host.file("/sys/module/nvidia").is_directory
