@@ -8,25 +8,26 @@
 #            scheduler: batches, drain, resume only on proof) on podman
 #            systemd nodes
 #   vm       Molecule scenarios `rdma` (one qemu VM with Debian's kernel: a
-#            wrong-order install repaired, a reboot), then `kernel_update` (the
-#            rdma scenario's converged node, saved, updated to the next kernel
-#            ABI)
+#            wrong-order install repaired, a power cycle), then `kernel_update`
+#            (the rdma scenario's converged node, saved, updated to the next
+#            kernel ABI)
 #   pair     Molecule scenario `pair` (three VMs, ring verification over their
 #            private link)
-#   secureboot  (not in the default set) Molecule scenario `secureboot`: the
-#            rdma scenario's saved node booted through UEFI Secure Boot, a
-#            signed chain, MOK enrolment; ~40 min under TCG, which the default
-#            set cannot take inside CI's 90 minutes yet:
-#            scripts/test.sh vm secureboot
+#   secureboot  Molecule scenario `secureboot`: the rdma scenario's saved node
+#            booted through UEFI Secure Boot, a signed chain, MOK enrolment;
+#            it waits for the rdma scenario to have saved its node (at once
+#            when run alone: scripts/test.sh vm secureboot)
 #
-# With no arguments the default set runs in two lanes at once: `vm` (rdma, then
-# kernel_update: one VM after the other, the longest chain) in the background,
-# and static, unit, container, pair in the foreground at a lower priority (nice
-# 10). The VM lane is the longest chain, and most of it keeps one core busy: it
-# runs as fast as it would alone, and the foreground lane takes what is left of
-# the two cores instead of slowing the chain down (measured: tests/harness/vm/
-# README.md, "Suite time"). The background lane writes .cache/lane-vm.log,
-# printed in full when the foreground lane is done, then followed until it ends.
+# With no arguments the default set runs in two lanes at once. In the background:
+# `vm` (rdma, then kernel_update: one VM after the other). In the foreground:
+# static, unit, container, pair at a lower priority (nice 10), then secureboot at
+# the normal one. rdma saves its node right after its idempotence step, so by the
+# time the foreground lane reaches secureboot the disk it starts from is there,
+# and the two VM scenarios that take longest (kernel_update, secureboot) run side
+# by side, one core each. While the foreground's shorter stages run beside rdma,
+# nice keeps rdma about as fast as it would be alone (measured: tests/harness/vm/
+# README.md, "Suite time"). The background lane writes .cache/lane-vm.log, printed
+# in full when the foreground lane is done, then followed until it ends.
 # Give stage names to run only those, one after the other:
 #   scripts/test.sh static unit
 # Every stage runs even when an earlier one failed; the exit code is non-zero
@@ -78,18 +79,22 @@ scenario() {
   echo "@$1 $( ((rc)) && echo FAILED || echo ok)" >>"$results"
   return "$rc"
 }
-# after_scenario NAME: wait until the background lane has run scenario NAME (at once
-# when there is no such lane, or it ended); fails when NAME failed there
-after_scenario() {
-  local line
+# after_saved SCENARIO SAVED: wait until the background lane's SCENARIO has saved its
+# node as SAVED during this suite (vm.py save writes saved.json last), or has ended
+# without doing so; at once when there is no such lane. Fails in the second case.
+after_saved() {
+  local saved=${GPUDIRECT_CACHE:-$HOME/.cache/gpudirect-rdma}/vm/saved/$2/saved.json
   [[ -n ${GPUDIRECT_TEST_LANE_PID:-} ]] || return 0
-  echo "=== waiting for the other lane's $1 scenario"
-  while ! line=$(grep -m1 "^@$1 " "$results") && kill -0 "$GPUDIRECT_TEST_LANE_PID" 2>/dev/null; do
+  echo "=== waiting for the other lane's $1 scenario to save its node ($2)"
+  # t_all: when this suite started
+  until (( $(stat -c %Y "$saved" 2>/dev/null || echo 0) >= t_all )); do
+    if grep -q "^@$1 " "$results" || ! kill -0 "$GPUDIRECT_TEST_LANE_PID" 2>/dev/null; then
+      echo "=== not run: the $1 scenario ended without saving its node ($2), which this one starts from"
+      return 1
+    fi
     sleep 10
   done
-  if [[ $line == "@$1 FAILED" ]]; then
-    echo "=== not run: the $1 scenario failed, and this one starts from the node it saves"; return 1
-  fi
+  echo "=== $1 saved its node ($2): starting"
 }
 # every scenario of a stage runs even when an earlier one failed (one after the
 # other: the VM guests need the host's cores)
@@ -102,8 +107,8 @@ stage_container() { scenarios default os_release_pin rolling; }
 # rdma first: kernel_update and secureboot start from the node it saves
 stage_vm() { scenarios rdma kernel_update; }
 stage_pair() { scenarios pair; }
-# after vm (it starts from the disk rdma saves): scripts/test.sh vm secureboot
-stage_secureboot() { after_scenario rdma && scenarios secureboot; }
+# it starts from the disk rdma saves (alone: scripts/test.sh vm secureboot)
+stage_secureboot() { after_saved rdma rdma-converged && scenarios secureboot; }
 
 results=${GPUDIRECT_TEST_RESULTS:-}
 # run_stages STAGE...: each stage in turn; writes "STAGE RESULT SECONDS" lines to
@@ -141,7 +146,7 @@ if (($#)); then
   order=("$@")
   run_stages "$@"
 else
-  order=(static unit container pair vm)
+  order=(static unit container pair secureboot vm)
   lane_log=$ROOT/.cache/lane-vm.log
   # its own session, so that one kill stops the lane with its qemu and molecule
   setsid "$ROOT/scripts/test.sh" --lane vm >"$lane_log" 2>&1 </dev/null &
@@ -150,9 +155,10 @@ else
   trap 'kill -TERM -- -"$lane_pid" 2>/dev/null; rm -f "$results"' EXIT
   trap 'exit 130' INT TERM
   echo "=== lane vm (rdma, kernel_update) runs beside this one: $lane_log"
-  # this lane and all it starts yield the cores to the VM lane when both want them
-  renice -n 10 -p $$ >/dev/null
-  run_stages static unit container pair
+  # these stages and all they start yield the cores to rdma when both want them
+  ( renice -n 10 -p "$BASHPID" >/dev/null; run_stages static unit container pair )
+  # the normal priority again: it runs beside kernel_update, a chain as long as it
+  run_stages secureboot
   echo "=== lane vm: its output so far, then until it ends"
   # in the background: a signal to this script is handled at once, not after tail
   tail -n +1 --pid="$lane_pid" -f "$lane_log" &

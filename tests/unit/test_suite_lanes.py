@@ -1,0 +1,73 @@
+"""scripts/test.sh: the foreground lane's secureboot stage waits for the disk the
+background lane's rdma scenario saves, not for the end of that scenario.
+
+The function is cut out of the real script and run in bash with a stand-in
+background lane (a sleeping process) and a stand-in rdma scenario that saves,
+fails or has saved only in an earlier suite.
+"""
+import os
+import subprocess
+import textwrap
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+HARNESS = textwrap.dedent("""\
+    set -uo pipefail
+    eval "$(sed -n '/^after_saved() {/,/^}/p' "$TEST_SH")"
+    results=$PWD/results; : >"$results"
+    export GPUDIRECT_CACHE=$PWD/cache
+    t_all=$(date +%s)
+    sleep 60 & GPUDIRECT_TEST_LANE_PID=$!
+    case $MODE in
+      save) (sleep 1; mkdir -p cache/vm/saved/rdma-converged; echo '{}' >cache/vm/saved/rdma-converged/saved.json) & ;;
+      fail) (sleep 1; echo "@rdma FAILED" >>"$results") & ;;
+      lane_dies) (sleep 1; kill "$GPUDIRECT_TEST_LANE_PID") & ;;
+    esac
+    sleep() { command sleep 0.2; }
+    after_saved rdma rdma-converged; rc=$?
+    kill "$GPUDIRECT_TEST_LANE_PID" 2>/dev/null
+    exit $rc
+""")
+
+
+def run(tmp_path, mode, old_save=False):
+    if old_save:
+        d = tmp_path / "cache" / "vm" / "saved" / "rdma-converged"
+        d.mkdir(parents=True)
+        (d / "saved.json").write_text("{}")
+        os.utime(d / "saved.json", (1, 1))
+    env = dict(os.environ, MODE=mode, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
+    return subprocess.run(["bash", "-c", HARNESS], cwd=tmp_path, env=env, timeout=30,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+
+
+def test_starts_once_the_disk_is_saved_while_the_scenario_goes_on(tmp_path):
+    p = run(tmp_path, "save")
+    assert p.returncode == 0, p.stdout
+    assert "rdma saved its node (rdma-converged): starting" in p.stdout
+
+
+def test_not_run_when_the_scenario_fails_before_saving(tmp_path):
+    p = run(tmp_path, "fail")
+    assert p.returncode == 1, p.stdout
+    assert "the rdma scenario ended without saving its node (rdma-converged)" in p.stdout
+
+
+def test_a_disk_saved_by_an_earlier_suite_is_not_taken_for_this_one(tmp_path):
+    p = run(tmp_path, "fail", old_save=True)
+    assert p.returncode == 1, p.stdout
+    assert "starting" not in p.stdout
+
+
+def test_not_run_when_the_background_lane_dies(tmp_path):
+    p = run(tmp_path, "lane_dies")
+    assert p.returncode == 1, p.stdout
+    assert "ended without saving" in p.stdout
+
+
+def test_the_default_set_runs_secureboot_after_the_niced_stages_and_lists_it():
+    text = open(os.path.join(ROOT, "scripts", "test.sh")).read()
+    niced = 'renice -n 10 -p "$BASHPID" >/dev/null; run_stages static unit container pair )'
+    assert niced in text
+    assert text.index(niced) < text.index("  run_stages secureboot\n")
+    assert "order=(static unit container pair secureboot vm)" in text
