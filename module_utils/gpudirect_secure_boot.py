@@ -463,6 +463,10 @@ def strip_signature(data):
 # --------------------------------------------------------------------------
 
 DKMS_SIGNING_CONF_VERSION = (3, 0, 4)
+# dell/dkms v2.8.1 to v3.0.3 run the ``sign_tool`` set in /etc/dkms/framework.conf as
+# ``sign_tool KERNELVER MODULE`` after each module they build, before compressing it
+# (run_sign_tool; v2.7.1 has no such hook, v3.0.4 replaced it by mok_signing_key)
+DKMS_SIGN_TOOL_VERSION = (2, 8, 1)
 
 
 def parse_dkms_version(text):
@@ -475,10 +479,18 @@ def parse_dkms_version(text):
 
 
 def dkms_signing_method(version):
-    """``framework_conf`` when the DKMS version reads ``mok_signing_key``/``mok_certificate``
-    from /etc/dkms/framework.conf and framework.conf.d/*.conf (dkms 3.0.4, commit 3323033
-    "Rework signing #162"), else ``sign_file`` (the kernel's scripts/sign-file after each build)."""
-    return "framework_conf" if tuple(version) >= DKMS_SIGNING_CONF_VERSION else "sign_file"
+    """How DKMS itself can sign what it builds, kernel updates included:
+    ``framework_conf`` when it reads ``mok_signing_key``/``mok_certificate`` from
+    /etc/dkms/framework.conf and framework.conf.d/*.conf (dkms 3.0.4, commit 3323033
+    "Rework signing #162"); ``sign_tool`` when it runs the ``sign_tool`` of
+    /etc/dkms/framework.conf after each build (2.8.1 to 3.0.3); else ``sign_file``: DKMS
+    cannot, and only the role's own pass signs (the kernel's scripts/sign-file)."""
+    version = tuple(version)
+    if version >= DKMS_SIGNING_CONF_VERSION:
+        return "framework_conf"
+    if version >= DKMS_SIGN_TOOL_VERSION:
+        return "sign_tool"
+    return "sign_file"
 
 
 def render_dkms_signing_conf(key_path, cert_path, sign_file=None):

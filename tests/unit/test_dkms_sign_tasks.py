@@ -9,6 +9,7 @@ copy, and the tasks write the pushed key and certificate and the DKMS drop-in.
 
 import os
 import stat
+import subprocess
 
 from conftest import ROOT, play_on_localhost
 
@@ -92,3 +93,68 @@ def test_pushed_key_and_dkms_drop_in_then_nothing_changes(tmp_path):
     rc, log, _signing = _play(tmp_path, _probe(), **knobs)
     assert rc == 0, log
     assert "changed=0" in log.split("PLAY RECAP")[1]
+
+
+# DKMS 2.8.1 to 3.0.3 read sign_tool from /etc/dkms/framework.conf (sourced as shell) and
+# run it as `"$sign_tool" "$kernelver" "$module"` after each build, before compressing
+# (dell/dkms v2.8.1..v3.0.3, run_sign_tool); Ubuntu 22.04 ships 2.8.7.
+FRAMEWORK_CONF = '''## This configuration file modifies the behavior of DKMS.
+# sign_tool="/etc/dkms/sign_helper.sh"
+sign_tool="/etc/dkms/sign_helper.sh"
+'''
+
+
+def _sign_tool_play(tmp_path, check=False, **knobs):
+    with open(os.path.join(HERE, "signing_cert.pem")) as handle:
+        cert_text = handle.read()
+    conf = tmp_path / "framework.conf"
+    if not conf.exists():
+        conf.write_text(FRAMEWORK_CONF)
+    knobs = dict({"gpudirect_dkms_signing_key_content": KEY_TEXT, "gpudirect_dkms_signing_cert_content": cert_text,
+                  "__gpudirect_dkms_signing_sign_tool": str(tmp_path / "module-signing" / "dkms-sign-tool"),
+                  "__gpudirect_dkms_framework_conf": str(conf)}, **knobs)
+    probe = _probe(method="sign_tool")
+    probe["dkms_version"] = [2, 8, 7]
+    return _play(tmp_path, probe, check=check, **knobs) + (conf,)
+
+
+def _as_dkms_runs_it(conf, kernel, module):
+    """Source framework.conf as DKMS does, then run its sign_tool on one built module."""
+    return subprocess.run(["bash", "-c", '. "$1"; "$sign_tool" "$2" "$3"', "dkms", str(conf), kernel, str(module)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+
+
+def test_older_dkms_gets_a_sign_tool_that_signs_what_it_builds_later(tmp_path):
+    fake = tmp_path / "sign-file"
+    fake.write_text('#!/bin/sh\necho "$@" >"%s"\n' % (tmp_path / "signed"))
+    fake.chmod(0o755)
+    rc, log, signing, conf = _sign_tool_play(tmp_path, check=True, gpudirect_dkms_signing_sign_file=str(fake))
+    assert rc == 0, log
+    assert conf.read_text() == FRAMEWORK_CONF and not signing.exists()   # check mode wrote nothing
+    rc, log, signing, conf = _sign_tool_play(tmp_path, gpudirect_dkms_signing_sign_file=str(fake),
+                                             gpudirect_dkms_signing_hash="sha512")
+    assert rc == 0, log
+    text = conf.read_text()
+    assert text.startswith(FRAMEWORK_CONF)   # the distribution's lines stay; the block comes last
+    assert text.rstrip().endswith('sign_tool="%s"\n# END GPUDirect RDMA toolkit (roles/gpudirect_dkms): '
+                                  'DKMS signs every module it builds' % (signing / "dkms-sign-tool"))
+    assert not (tmp_path / "framework.conf.d").exists()   # no drop-in: this DKMS would not read it
+    # DKMS builds nvidia.ko for a new kernel and runs the sign tool on it
+    proc = _as_dkms_runs_it(conf, "6.8.0-90-generic", tmp_path / "build" / "nvidia.ko")
+    assert proc.returncode == 0, proc.stdout
+    assert (tmp_path / "signed").read_text().split() == [
+        "sha512", str(signing / "signing-key.pem"), str(signing / "signing-cert.pem"), str(tmp_path / "build" / "nvidia.ko")]
+    rc, log, _signing, _conf = _sign_tool_play(tmp_path, gpudirect_dkms_signing_sign_file=str(fake),
+                                               gpudirect_dkms_signing_hash="sha512")
+    assert rc == 0, log
+    assert "changed=0" in log.split("PLAY RECAP")[1]
+
+
+def test_the_sign_tool_fails_the_build_naming_the_knob_when_sign_file_is_missing(tmp_path):
+    rc, log, _signing, conf = _sign_tool_play(tmp_path)
+    assert rc == 0, log
+    # no kernel tree for this release on this machine: DKMS would report "Bad exit status"
+    proc = _as_dkms_runs_it(conf, "0.0.0-gpudirect-test", tmp_path / "nvidia.ko")
+    assert proc.returncode == 1
+    assert "sign-file was not found for 0.0.0-gpudirect-test" in proc.stdout
+    assert "gpudirect_dkms_signing_sign_file" in proc.stdout

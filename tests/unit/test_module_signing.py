@@ -191,8 +191,13 @@ def test_strip_signature_with_a_length_past_the_start_is_an_error():
 @pytest.mark.parametrize("text,version,method", [
     ("dkms-3.0.10\n", (3, 0, 10), "framework_conf"),   # Debian 12's dkms
     ("dkms-3.0.4\n", (3, 0, 4), "framework_conf"),     # dell/dkms v3.0.4: mok_signing_key first read
-    ("dkms-3.0.3\n", (3, 0, 3), "sign_file"),          # v3.0.3 still had sign_tool
-    ("dkms-2.8.7\n", (2, 8, 7), "sign_file"),          # Ubuntu 22.04
+    # dell/dkms v2.8.1..v3.0.3: run_sign_tool "$sign_tool" "$kernelver" "$module" after each build
+    ("dkms-3.0.3\n", (3, 0, 3), "sign_tool"),          # the last tag with sign_tool
+    ("dkms-2.8.7\n", (2, 8, 7), "sign_tool"),          # Ubuntu 22.04
+    ("dkms-2.8.1\n", (2, 8, 1), "sign_tool"),          # the first tag with it
+    ("dkms-2.8.4\n", (2, 8, 4), "sign_tool"),          # Debian 11
+    ("dkms-2.7.1\n", (2, 7, 1), "sign_file"),          # no hook: only the role's pass signs
+    ("dkms-2.2.0.3\n", (2, 2, 0), "sign_file"),        # a 2.2 release, four numbers: no hook either
 ])
 def test_dkms_signing_method(text, version, method):
     assert sb.parse_dkms_version(text) == version
