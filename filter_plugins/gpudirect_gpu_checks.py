@@ -1,9 +1,12 @@
-"""GDRCopy and DCGM checks of ``gpudirect_verify``, and their place in the host's record.
+"""GDRCopy, DCGM and module signing checks of ``gpudirect_verify``, and their place in the host's record.
 
 * ``gpudirect_gdrcopy_check`` judges the registered runs of ``gdrcopy_sanity`` and
   ``gdrcopy_copybw`` (parsers: ``module_utils/gpudirect_gdrcopy.py``).
 * ``gpudirect_dcgm_check`` judges the registered run of ``dcgmi diag -r N -j``
   (parser: ``module_utils/gpudirect_dcgm.py``).
+* ``gpudirect_signing_check`` judges gpudirect_module_signing's read-only check of
+  the chain for the running and the next boot kernel
+  (``module_utils/gpudirect_secure_boot.py`` ``verification_check``).
 * ``gpudirect_verify_add_checks`` puts the checks in the verification record: each
   one under ``checks`` and as a line of ``notes`` (which the Markdown report and the
   fleet summary print); a failed check turns a passed host into a failed one, with a
@@ -27,6 +30,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 
 from ansible.module_utils import gpudirect_dcgm as _dcgm  # noqa: E402
 from ansible.module_utils import gpudirect_gdrcopy as _gdrcopy  # noqa: E402
+from ansible.module_utils import gpudirect_secure_boot as _secure_boot  # noqa: E402
 
 _FIX = {
     "gdrcopy": ("gdrcopy_sanity failed on the node: check that gdrdrv is loaded (lsmod | grep gdrdrv, "
@@ -34,6 +38,7 @@ _FIX = {
                 "gdrcopy_sanity -v there; set gpudirect_verify_gdrcopy: false to leave GDRCopy out of the verdict"),
     "dcgm": ("read the failing test's message in the report, or run the same 'dcgmi diag -r N' on the node; "
              "set gpudirect_verify_dcgm_diag_level: 0 to leave DCGM out of the verdict"),
+    "module_signing": _secure_boot.SIGNING_FIX + "; set gpudirect_verify_signing: false to leave it out of the verdict",
 }
 
 
@@ -104,12 +109,21 @@ def gpudirect_verify_add_checks(record, checks):
     return out
 
 
+def gpudirect_signing_check(result, cert_configured=True):
+    """The module signing check from the registered gpudirect_module_signing check run."""
+    if not isinstance(result, dict) or result.get("skipped") or "secure_boot" not in result:
+        raise AnsibleFilterError("gpudirect_signing_check expects gpudirect_module_signing's check result, got %r"
+                                 % (result,))
+    return _secure_boot.verification_check(result, bool(cert_configured))
+
+
 class FilterModule(object):
-    """GDRCopy and DCGM checks for gpudirect_verify."""
+    """GDRCopy, DCGM and module signing checks for gpudirect_verify."""
 
     def filters(self):
         return {
             "gpudirect_gdrcopy_check": gpudirect_gdrcopy_check,
             "gpudirect_dcgm_check": gpudirect_dcgm_check,
+            "gpudirect_signing_check": gpudirect_signing_check,
             "gpudirect_verify_add_checks": gpudirect_verify_add_checks,
         }

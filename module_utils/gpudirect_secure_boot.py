@@ -574,6 +574,56 @@ ENROLL_STEPS = (
 )
 
 
+SIGNING_FIX = (
+    "run site.yml (or playbooks/drivers.yml) with gpudirect_dkms_signing_key_path and "
+    "gpudirect_dkms_signing_cert_path (or their _content forms) set: it signs the chain for every kernel "
+    "and, while the certificate is not trusted yet, queues its enrolment and stops the host with the console steps"
+)
+
+
+def verification_check(result, cert_configured=True):
+    """The ``module_signing`` check of gpudirect_verify, from gpudirect_module_signing's
+    ``check`` result for the running kernel and the one that boots next: ``{"name",
+    "status": passed|failed|skipped, "summary", "reason"}``. It passes only when the
+    kernel refuses unsigned modules and every module of the chain built for those
+    kernels is signed by the toolkit's certificate, which the kernel trusts (an enrolled
+    MOK, or in its keyrings); so a node that passes loads its drivers after its next
+    boot too. A kernel that loads unsigned modules skips it, saying so."""
+    sb = (result or {}).get("secure_boot") or {}
+    kernels = ", ".join((result or {}).get("kernels") or []) or "-"
+    check = {"name": "module_signing", "status": "skipped", "summary": "", "reason": ""}
+    required = sb.get("signatures_required")
+    if required is None:
+        check["reason"] = "whether the kernel refuses unsigned modules is unknown (%s)" % sb.get("enforcement")
+    elif not required:
+        check["reason"] = "the kernel loads unsigned modules (%s)" % sb.get("enforcement")
+    elif not result.get("modules"):
+        check["reason"] = "no module of the chain is built for %s" % kernels
+    if check["reason"]:
+        check["summary"] = "module signing: not checked: %s" % check["reason"]
+        return check
+    modules, cert, trust = result["modules"], result.get("certificate") or {}, result.get("trust") or {}
+    if not cert_configured or not cert:
+        problems = ["the kernel refuses unsigned modules (%s) and no signing certificate is configured, so the "
+                    "chain built for %s cannot be checked against it" % (sb.get("enforcement"), kernels)]
+    else:
+        problems = list(result.get("problems") or [])
+        if not problems and not (trust.get("enrolled") or trust.get("in_keyring")):
+            problems.append("the chain for %s is signed by %s (serial %s), which the kernel does not trust: not an "
+                            "enrolled MOK, not in its keyrings%s"
+                            % (kernels, cert.get("subject_cn"), cert.get("serial"),
+                               " (its enrolment is queued: " + ENROLL_STEPS + ")" if trust.get("pending") else ""))
+    if problems:
+        check.update(status="failed", reason="; ".join(problems),
+                     summary="module signing: FAILED: %s; %s" % ("; ".join(problems), SIGNING_FIX))
+        return check
+    check.update(status="passed", summary="module signing: %d modules of the chain for %s signed by %s (serial %s), "
+                 "which the kernel trusts (%s; %s)"
+                 % (len(modules), kernels, cert.get("subject_cn"), cert.get("serial"),
+                    "an enrolled MOK" if trust.get("enrolled") else "in its keyrings", sb.get("enforcement")))
+    return check
+
+
 # --------------------------------------------------------------------------
 # the facts section, the preflight lines and finding
 # --------------------------------------------------------------------------
