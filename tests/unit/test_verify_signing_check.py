@@ -175,3 +175,15 @@ def test_switched_off_it_is_skipped_saying_so(tmp_path):
     check, _log = _tasks(tmp_path, {"gpudirect_verify_signing": False})
     assert check == {"name": "module_signing", "status": "skipped", "reason": "gpudirect_verify_signing is false",
                      "summary": "module signing: not checked: gpudirect_verify_signing is false"}
+
+
+def test_the_real_gpu_node_enforces_signatures_and_the_check_says_why_it_did_not_check():
+    """site.yml --check on the lent H100 node (tests/fixtures/gpu_node/h100/offline/README.md):
+    its kernel has module.sig_enforce=Y, but the image's driver is outside DKMS, so nothing
+    of the chain is built there and the check says so instead of passing."""
+    log = read_fixture("gpu_node", "h100", "offline", "site.yml-check.log")
+    assert "module.sig_enforce=Y" in log
+    assert '"msg": "module signing: not checked: no module of the chain is built for 6.18.44-fc-v657-gpu"' in log
+    assert "module signing: not checked: no module of the chain is built for 6.18.44-fc-v657-gpu" in \
+        sb.verification_check({"secure_boot": {"signatures_required": True, "enforcement": "module.sig_enforce=Y"},
+                               "kernels": ["6.18.44-fc-v657-gpu"], "modules": [], "problems": []})["summary"]
