@@ -79,6 +79,14 @@ def read_fixture(*parts, binary=False):
         return handle.read()
 
 
+def role_tasks_play(role, tasks_from, then=""):
+    """The playbook text that runs one tasks file of a role on localhost (for
+    play_on_localhost); ``then`` is YAML for more tasks after it, indented as tasks."""
+    return ("---\n- name: %s's %s tasks\n  hosts: localhost\n  connection: local\n  gather_facts: false\n"
+            "  tasks:\n    - name: The %s tasks\n      ansible.builtin.include_role:\n        name: %s\n"
+            "        tasks_from: %s\n" % (role, tasks_from, tasks_from, role, tasks_from)) + then
+
+
 def play_on_localhost(tmp_path, playbook_text, extra, check=False, diff=False, env_extra=None):
     """Run playbook_text on this machine (inventory localhost, local connection, this
     Python) with the project's ansible.cfg and roles, extra as one JSON extra-vars;

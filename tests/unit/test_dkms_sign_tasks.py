@@ -11,24 +11,14 @@ import os
 import stat
 import subprocess
 
-from conftest import ROOT, play_on_localhost
+from conftest import ROOT, play_on_localhost, role_tasks_play
 
 HERE = os.path.join(ROOT, "tests", "fixtures", "secure_boot")
 KERNEL = "6.1.0-20-amd64"
 # not a key: the tasks only check the PEM armour; nothing signs with it here
 KEY_TEXT = "-----BEGIN PRIVATE KEY-----\nTUFERS1VUC1GT1ItVEhFLVRFU1Q=\n-----END PRIVATE KEY-----\n"
 
-PLAYBOOK = """---
-- name: gpudirect_dkms's signing tasks on a given policy
-  hosts: localhost
-  connection: local
-  gather_facts: false
-  tasks:
-    - name: The signing tasks
-      ansible.builtin.include_role:
-        name: gpudirect_dkms
-        tasks_from: sign
-"""
+PLAYBOOK = role_tasks_play("gpudirect_dkms", "sign")
 
 
 def _probe(required=True, modules=1, method="framework_conf"):

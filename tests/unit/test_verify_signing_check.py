@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 
 import gpudirect_gpu_checks as checks
 from ansible.module_utils import gpudirect_secure_boot as sb
-from conftest import read_fixture
+from conftest import read_fixture, role_tasks_play
 
 CERT = sb.parse_certificate(read_fixture("secure_boot", "signing_cert.pem", binary=True))
 SERIAL = ":".join(CERT["serial"][i:i + 2] for i in range(0, len(CERT["serial"]), 2)).upper()
@@ -125,20 +125,11 @@ def test_a_failed_signing_check_fails_a_passed_host_with_the_fix():
 
 # --- the role's tasks (roles/gpudirect_verify/tasks/signing.yml) on this machine ---------------
 
-PLAYBOOK = """---
-- name: gpudirect_verify's signing check
-  hosts: localhost
-  connection: local
-  gather_facts: false
-  tasks:
-    - name: The signing tasks
-      ansible.builtin.include_role:
-        name: gpudirect_verify
-        tasks_from: signing
+PLAYBOOK = role_tasks_play("gpudirect_verify", "signing", """\
     - name: Show the check
       ansible.builtin.debug:
         msg: "CHECK {{ __gpudirect_verify_check_signing | to_json }}"
-"""
+""")
 
 
 def _tasks(tmp_path, extra, check=False):
