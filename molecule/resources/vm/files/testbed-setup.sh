@@ -124,6 +124,13 @@ case "${1:-}" in
     # boot ran without it); a node that booted with it (one started from a saved
     # disk) keeps what boot and the roles left, as a real server would
     if [ "$units_changed" = 1 ]; then acs "$port"; fi
+    # and the units stand as they do on a node that booted with them: active. Their
+    # start runs what was just applied (no change), but an inactive gpudirect-* unit
+    # is what the converged-state record would hold, and after the first boot it
+    # is active: the record would differ there for no reason of the toolkit's
+    for u in gpudirect-testbed-acs.service gpudirect-testbed-rxe.service; do
+      if ! systemctl -q is-active "$u"; then systemctl start "$u"; echo "CHANGED start $u"; fi
+    done
     echo "NIC=$nic ROOT_PORT=$port"
     ;;
   rxe) rxe "$2"; echo "RXE=$RXE NIC=$(nic_of "$2")" ;;
