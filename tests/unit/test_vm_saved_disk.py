@@ -82,6 +82,19 @@ def test_saved_disk_valid_only_for_the_same_code_and_image(vm, tmp_path):
     assert vm.saved_disk_problem(saved, image).startswith("saved for other code")
 
 
+def test_developer_knob_takes_a_disk_of_other_code_but_never_of_another_image(vm, tmp_path, monkeypatch, capsys):
+    image = tmp_path / "image-a"
+    saved = save(vm, "rdma-converged", image)
+    (vm.PROJECT / "site.yml").write_text("--- # edited\n")
+    monkeypatch.setenv("GPUDIRECT_VM_SAVED_ANY_CODE", "1")
+    assert vm.saved_disk_problem(saved, image) is None
+    # the run says whose disk it took
+    assert "saved for other code" in capsys.readouterr().err
+    assert vm.saved_disk_problem(saved, tmp_path / "image-b").startswith("saved on image ")
+    monkeypatch.setenv("GPUDIRECT_VM_SAVED_ANY_CODE", "yes")
+    assert vm.saved_disk_problem(saved, image).startswith("saved for other code")
+
+
 def test_missing_or_corrupt_saved_disk_is_reported_not_used(vm, tmp_path):
     image = tmp_path / "image-a"
     assert vm.saved_disk_problem(vm.saved_dir("nothing"), image).startswith("no saved disk at ")
