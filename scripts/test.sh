@@ -104,11 +104,15 @@ scenarios() {
   return $rc
 }
 stage_container() { scenarios default os_release_pin rolling; }
-# rdma first: kernel_update and secureboot start from the node it saves
+stage_rdma() { scenarios rdma; }
+# kernel_update and secureboot start from the disk rdma saves right after its
+# idempotence step: in the default set each waits for that save in its own lane, while
+# rdma goes on with its later checks; alone (scripts/test.sh kernel_update) at once
+stage_kernel_update() { after_saved rdma rdma-converged && scenarios kernel_update; }
+stage_secureboot() { after_saved rdma rdma-converged && scenarios secureboot; }
+# the VM chain one after the other: rdma first, the others start from the node it saves
 stage_vm() { scenarios rdma kernel_update; }
 stage_pair() { scenarios pair; }
-# it starts from the disk rdma saves (alone: scripts/test.sh vm secureboot)
-stage_secureboot() { after_saved rdma rdma-converged && scenarios secureboot; }
 
 results=${GPUDIRECT_TEST_RESULTS:-}
 # run_stages STAGE...: each stage in turn; writes "STAGE RESULT SECONDS" lines to
@@ -117,10 +121,10 @@ run_stages() {
   local s t0 r
   for s in "$@"; do
     if ! declare -F "stage_$s" >/dev/null; then
-      echo "=== $s: no such stage (static unit container vm pair secureboot)"
+      echo "=== $s: no such stage (static unit container pair rdma kernel_update secureboot vm)"
       echo "$s FAILED 0" >>"$results"; continue
     fi
-    if [[ $s =~ ^(vm|pair|secureboot)$ && ! -d molecule/rdma ]]; then
+    if [[ $s =~ ^(vm|rdma|kernel_update|pair|secureboot)$ && ! -d molecule/rdma ]]; then
       echo "=== $s: no molecule/rdma scenario in this checkout"; continue
     fi
     echo "=== $s"
@@ -133,11 +137,15 @@ run_stages() {
 
 # the background lane: `scripts/test.sh --lane STAGE...` (the parent set up .venv
 # and the results file)
+# when this suite started (a lane takes its parent's)
+t_all=${GPUDIRECT_TEST_T0:-$(date +%s)}
 if [[ ${1:-} == --lane ]]; then
-  shift; run_stages "$@"; exit 0
+  lane_name=$2; shift 2
+  run_stages "$@"
+  echo "lane $lane_name $(( $(date +%s) - t_all ))" >>"$results"
+  exit 0
 fi
-
-t_all=$(date +%s)
+export GPUDIRECT_TEST_T0=$t_all
 mkdir -p .cache
 results=$ROOT/.cache/test-results.$$
 : >"$results"
@@ -146,24 +154,35 @@ if (($#)); then
   order=("$@")
   run_stages "$@"
 else
-  order=(static unit container pair secureboot vm)
-  lane_log=$ROOT/.cache/lane-vm.log
-  # its own session, so that one kill stops the lane with its qemu and molecule
-  setsid "$ROOT/scripts/test.sh" --lane vm >"$lane_log" 2>&1 </dev/null &
-  lane_pid=$!
-  export GPUDIRECT_TEST_LANE_PID=$lane_pid
-  trap 'kill -TERM -- -"$lane_pid" 2>/dev/null; rm -f "$results"' EXIT
+  order=(static unit container pair secureboot rdma kernel_update)
+  # lane LOG STAGE...: a background lane in its own session (one kill stops it with
+  # its qemu and molecule), writing .cache/lane-LOG.log
+  lane() {
+    local name=$1; shift
+    setsid "$ROOT/scripts/test.sh" --lane "$name" "$@" >"$ROOT/.cache/lane-$name.log" 2>&1 </dev/null &
+    lane_pids+=("$!"); lane_names+=("$name")
+    echo "=== lane $name ($*) runs beside this one: .cache/lane-$name.log"
+  }
+  lane_pids=() lane_names=()
+  trap 'for p in "${lane_pids[@]}"; do kill -TERM -- -"$p" 2>/dev/null; done; rm -f "$results"' EXIT
   trap 'exit 130' INT TERM
-  echo "=== lane vm (rdma, kernel_update) runs beside this one: $lane_log"
-  # these stages and all they start yield the cores to rdma when both want them
+  lane rdma rdma
+  # the lanes after it wait for the disk that rdma saves (after_saved)
+  export GPUDIRECT_TEST_LANE_PID=${lane_pids[0]}
+  lane kernel_update kernel_update
+  # these stages and all they start yield the cores to the VM chain (rdma, then
+  # kernel_update) when both want them
   ( renice -n 10 -p "$BASHPID" >/dev/null; run_stages static unit container pair )
   # the normal priority again: it runs beside kernel_update, a chain as long as it
   run_stages secureboot
-  echo "=== lane vm: its output so far, then until it ends"
-  # in the background: a signal to this script is handled at once, not after tail
-  tail -n +1 --pid="$lane_pid" -f "$lane_log" &
-  wait "$lane_pid"
-  wait $!
+  echo "lane foreground $(( $(date +%s) - t_all ))" >>"$results"
+  for i in "${!lane_pids[@]}"; do
+    echo "=== lane ${lane_names[i]}: its output so far, then until it ends"
+    # in the background: a signal to this script is handled at once, not after tail
+    tail -n +1 --pid="${lane_pids[i]}" -f "$ROOT/.cache/lane-${lane_names[i]}.log" &
+    wait "${lane_pids[i]}"
+    wait $!
+  done
   trap - EXIT
 fi
 
@@ -175,7 +194,7 @@ for s in "${order[@]}"; do
   # that died wrote nothing either: that is a failure
   if line=$(grep -m1 "^$s " "$results"); then
     read -r _ r t <<<"$line"
-  elif [[ $s =~ ^(vm|pair|secureboot)$ && ! -d molecule/rdma ]]; then
+  elif [[ $s =~ ^(vm|rdma|kernel_update|pair|secureboot)$ && ! -d molecule/rdma ]]; then
     continue
   else
     r=FAILED t="(no result: the lane ended before it)"
@@ -183,7 +202,13 @@ for s in "${order[@]}"; do
   printf '%-11s %-7s %s\n' "$s" "$r" "$t"
   if [[ $r == ok ]]; then ((passed++)); else ((failed++)); fi
 done
+# the budget: when each lane ended, from the suite's start, and the total against
+# the 60 minutes the suite aims at and the 90 after which CI stops it
+while read -r _ name t; do
+  printf 'lane %-16s ended at %5s s (%s min)\n' "$name" "$t" "$(awk -v t="$t" 'BEGIN{printf "%.1f", t/60}')"
+done < <(grep '^lane ' "$results")
 rm -f "$results"
-echo "total wall time: $(( $(date +%s) - t_all )) s"
+total=$(( $(date +%s) - t_all ))
+echo "total wall time: $total s ($(awk -v t="$total" 'BEGIN{printf "%.1f", t/60}') min; aim 60 min: $( ((total <= 3600)) && echo within || echo OVER); CI stops at 90 min: $( ((total <= 5400)) && echo within || echo OVER))"
 echo "stages: $passed passed, $failed failed"
 ((failed == 0))

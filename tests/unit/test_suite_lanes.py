@@ -70,4 +70,14 @@ def test_the_default_set_runs_secureboot_after_the_niced_stages_and_lists_it():
     niced = 'renice -n 10 -p "$BASHPID" >/dev/null; run_stages static unit container pair )'
     assert niced in text
     assert text.index(niced) < text.index("  run_stages secureboot\n")
-    assert "order=(static unit container pair secureboot vm)" in text
+    assert "order=(static unit container pair secureboot rdma kernel_update)" in text
+
+
+def test_the_default_set_starts_kernel_update_in_its_own_lane_after_rdma_saves():
+    """kernel_update's lane waits for rdma's save (after_saved), not for rdma's end:
+    the two VM scenarios overlap while rdma runs its later checks."""
+    text = open(os.path.join(ROOT, "scripts", "test.sh")).read()
+    assert 'stage_kernel_update() { after_saved rdma rdma-converged && scenarios kernel_update; }' in text
+    rdma_lane, ku_lane = text.index("  lane rdma rdma\n"), text.index("  lane kernel_update kernel_update\n")
+    # the kernel_update lane knows which lane to wait for
+    assert rdma_lane < text.index('export GPUDIRECT_TEST_LANE_PID=${lane_pids[0]}') < ku_lane
