@@ -186,29 +186,34 @@ else
   trap - EXIT
 fi
 
-echo
-echo "stage       result  seconds"
-failed=0 passed=0
-for s in "${order[@]}"; do
-  # a stage skipped for want of molecule/rdma wrote nothing and said so; a lane
-  # that died wrote nothing either: that is a failure
-  if line=$(grep -m1 "^$s " "$results"); then
-    read -r _ r t <<<"$line"
-  elif [[ $s =~ ^(vm|rdma|kernel_update|pair|secureboot)$ && ! -d molecule/rdma ]]; then
-    continue
-  else
-    r=FAILED t="(no result: the lane ended before it)"
-  fi
-  printf '%-11s %-7s %s\n' "$s" "$r" "$t"
-  if [[ $r == ok ]]; then ((passed++)); else ((failed++)); fi
-done
-# the budget: when each lane ended, from the suite's start, and the total against
-# the 60 minutes the suite aims at and the 90 after which CI stops it
-while read -r _ name t; do
-  printf 'lane %-16s ended at %5s s (%s min)\n' "$name" "$t" "$(awk -v t="$t" 'BEGIN{printf "%.1f", t/60}')"
-done < <(grep '^lane ' "$results")
-rm -f "$results"
-total=$(( $(date +%s) - t_all ))
-echo "total wall time: $total s ($(awk -v t="$total" 'BEGIN{printf "%.1f", t/60}') min; aim 60 min: $( ((total <= 3600)) && echo within || echo OVER); CI stops at 90 min: $( ((total <= 5400)) && echo within || echo OVER))"
-echo "stages: $passed passed, $failed failed"
-((failed == 0))
+# report: the table of stages, when each lane ended, and the total against the
+# budget; fails when any stage failed or left no result
+report() {
+  local s line r t name total failed=0 passed=0
+  echo
+  echo "stage          result  seconds"
+  for s in "${order[@]}"; do
+    # a stage skipped for want of molecule/rdma wrote nothing and said so; a lane
+    # that died wrote nothing either: that is a failure
+    if line=$(grep -m1 "^$s " "$results"); then
+      read -r _ r t <<<"$line"
+    elif [[ $s =~ ^(vm|rdma|kernel_update|pair|secureboot)$ && ! -d molecule/rdma ]]; then
+      continue
+    else
+      r=FAILED t="(no result: the lane ended before it)"
+    fi
+    printf '%-14s %-7s %s\n' "$s" "$r" "$t"
+    if [[ $r == ok ]]; then ((passed++)); else ((failed++)); fi
+  done
+  # the budget: when each lane ended, from the suite's start, and the total against
+  # the 60 minutes the suite aims at and the 90 after which CI stops it
+  while read -r _ name t; do
+    printf 'lane %-16s ended at %5s s (%s min)\n' "$name" "$t" "$(awk -v t="$t" 'BEGIN{printf "%.1f", t/60}')"
+  done < <(grep '^lane ' "$results")
+  rm -f "$results"
+  total=$(( $(date +%s) - t_all ))
+  echo "total wall time: $total s ($(awk -v t="$total" 'BEGIN{printf "%.1f", t/60}') min; aim 60 min: $( ((total <= 3600)) && echo within || echo OVER); CI stops at 90 min: $( ((total <= 5400)) && echo within || echo OVER))"
+  echo "stages: $passed passed, $failed failed"
+  ((failed == 0))
+}
+report

@@ -81,3 +81,46 @@ def test_the_default_set_starts_kernel_update_in_its_own_lane_after_rdma_saves()
     rdma_lane, ku_lane = text.index("  lane rdma rdma\n"), text.index("  lane kernel_update kernel_update\n")
     # the kernel_update lane knows which lane to wait for
     assert rdma_lane < text.index('export GPUDIRECT_TEST_LANE_PID=${lane_pids[0]}') < ku_lane
+
+
+REPORT = textwrap.dedent("""\
+    set -uo pipefail
+    eval "$(sed -n '/^report() {/,/^}/p' "$TEST_SH")"
+    mkdir -p molecule/rdma
+    results=$PWD/results
+    printf '%s\\n' "$RESULTS" >"$results"
+    order=(static unit container pair secureboot rdma kernel_update)
+    t_all=$(( $(date +%s) - ELAPSED ))
+    report
+""")
+
+
+def report(tmp_path, results, elapsed):
+    env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"),
+               RESULTS="\n".join(results), ELAPSED=str(elapsed))
+    return subprocess.run(["bash", "-c", REPORT], cwd=tmp_path, env=env, timeout=30,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+STAGES_OK = ["static ok 80", "unit ok 250", "container ok 900", "pair ok 500",
+             "secureboot ok 1200", "rdma ok 1100", "kernel_update ok 1300"]
+
+
+def test_report_gives_each_lane_and_the_total_against_60_and_90_minutes(tmp_path):
+    p = report(tmp_path, STAGES_OK + ["lane rdma 1130", "lane kernel_update 2710", "lane foreground 2995"], 3000)
+    assert p.returncode == 0, p.stdout
+    assert "lane kernel_update    ended at  2710 s (45.2 min)" in p.stdout
+    assert "lane foreground       ended at  2995 s (49.9 min)" in p.stdout
+    assert "(50.0 min; aim 60 min: within; CI stops at 90 min: within)" in p.stdout
+    assert p.stdout.rstrip().endswith("stages: 7 passed, 0 failed")
+
+
+def test_report_says_over_and_fails_a_stage_that_left_no_result(tmp_path):
+    # kernel_update's lane died before writing its line: a failure, and a suite over the aim
+    p = report(tmp_path, STAGES_OK[:-1] + ["lane foreground 3900"], 4000)
+    assert p.returncode == 1, p.stdout
+    assert "kernel_update  FAILED  (no result: the lane ended before it)" in p.stdout
+    assert "aim 60 min: OVER; CI stops at 90 min: within" in p.stdout
+    assert "stages: 6 passed, 1 failed" in p.stdout
+    p = report(tmp_path, STAGES_OK, 5500)
+    assert "CI stops at 90 min: OVER" in p.stdout
