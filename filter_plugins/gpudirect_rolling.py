@@ -7,6 +7,12 @@
     playbooks/reboot_gate.yml: a pending reboot as disruption reasons (list of str).
 ``plans | gpudirect_plan_changes``
     playbooks/plan.yml: what the deciding roles would change, "<role>: <sentence>" (list of str).
+``nodes | gpudirect_rolling_unprotected(hostvars, playbook='site')``
+    playbooks/plan.yml and kernel_update.yml: the refusal (str) of a run that would
+    disrupt nodes that nothing drains first, naming each node and knob; '' when none.
+``settings | gpudirect_drain_protection``
+    roles/gpudirect_drain tasks/drain.yml: what one node's drain settings (a dict of the
+    knobs) lack to drain it before a disruption (list of str, empty when protected).
 ``hosts | gpudirect_rolling_setting(hostvars, knob)``
     site.yml: the checked value of ``gpudirect_rolling_batch`` or
     ``gpudirect_rolling_max_fail_percentage`` that every node of the rolling play agrees on.
@@ -58,11 +64,29 @@ def gpudirect_rolling_setting(hosts, hostvars, knob):
         raise AnsibleFilterError("gpudirect_rolling_setting: %s" % exc)
 
 
+def gpudirect_rolling_unprotected(nodes, hostvars, playbook="site"):
+    try:
+        aliases = _ROLLING.KERNEL_UPDATE_ALIASES if playbook == "kernel_update" else None
+        what = "a kernel update and its reboot" if playbook == "kernel_update" else "a disruptive change"
+        return _ROLLING.unprotected_message(_ROLLING.unprotected(nodes, hostvars, aliases), what)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_rolling_unprotected: %s" % exc)
+
+
+def gpudirect_drain_protection(settings):
+    try:
+        return _ROLLING.protection(settings)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise AnsibleFilterError("gpudirect_drain_protection: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
+            "gpudirect_drain_protection": gpudirect_drain_protection,
             "gpudirect_plan_changes": gpudirect_plan_changes,
             "gpudirect_plan_disruption": gpudirect_plan_disruption,
             "gpudirect_reboot_disruption": gpudirect_reboot_disruption,
             "gpudirect_rolling_setting": gpudirect_rolling_setting,
+            "gpudirect_rolling_unprotected": gpudirect_rolling_unprotected,
         }

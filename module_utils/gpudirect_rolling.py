@@ -21,6 +21,15 @@ disruptive change, and the batch settings of the one play that disrupts them.
     nodes, or a percentage of the nodes to disrupt such as ``"10%"``) and
     ``gpudirect_rolling_max_fail_percentage`` (0-100), checked and normalised.
 
+``unprotected(nodes, hostvars)``
+    The nodes to disrupt whose running jobs nothing protects, each with what is
+    missing: a drain (``gpudirect_drain_command``), a wait until the node is idle
+    (``gpudirect_drain_wait_command``, or ``gpudirect_drain_command_waits`` for a
+    drain command that itself waits, as ``kubectl drain`` does) and a resume
+    (``gpudirect_drain_resume_command``), unless the inventory says the node runs
+    no jobs (``gpudirect_drain_nodes_run_no_jobs``). Empty: every disruption is
+    drained first. The plays refuse the whole run before any change otherwise.
+
 ``play_setting(hosts, hostvars, knob)``
     One value of a batch knob for the whole play: ``serial`` and
     ``max_fail_percentage`` are play keywords, which Ansible templates without
@@ -196,3 +205,70 @@ def play_setting(hosts, hostvars, knob):
                          "so set it once for all of them (group_vars/all, or -e)"
                          % (knob, "; ".join("%r on %s" % (v, ", ".join(h)) for v, h in values.items())))
     return next(iter(values))
+
+
+# the knobs that protect a node's running jobs from a disruption (roles/gpudirect_drain)
+PROTECTION_KNOBS = ("gpudirect_drain_command", "gpudirect_drain_wait_command", "gpudirect_drain_resume_command")
+
+
+def _flag(variables, knob):
+    value = variables.get(knob, False)
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0", ""):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    if not isinstance(value, bool):
+        raise ValueError("%s=%r must be true or false" % (knob, value))
+    return value
+
+
+# playbooks/kernel_update.yml still honours the deprecated aliases of its role
+KERNEL_UPDATE_ALIASES = {"gpudirect_drain_command": "kernel_update_drain_argv",
+                         "gpudirect_drain_resume_command": "kernel_update_resume_argv"}
+
+
+def protection(variables, aliases=None):
+    """What a node's variables lack to drain it before a disruption: a list of sentences
+    naming the knobs (empty: protected, or declared to run no jobs). ``aliases`` maps a
+    knob to a deprecated variable that the playbook still takes in its place."""
+    if _flag(variables, "gpudirect_drain_nodes_run_no_jobs"):
+        return []
+    aliases = aliases or {}
+    variables = dict(variables)
+    for knob, alias in aliases.items():
+        if not variables.get(knob) and variables.get(alias):
+            variables[knob] = variables[alias]
+    missing = []
+    if not variables.get("gpudirect_drain_command"):
+        missing.append("no drain (gpudirect_drain_command is empty)")
+    if not variables.get("gpudirect_drain_wait_command") and not _flag(variables, "gpudirect_drain_command_waits"):
+        missing.append("no wait until the node is idle (gpudirect_drain_wait_command is empty and "
+                       "gpudirect_drain_command_waits is not true: a drain such as Slurm's "
+                       "`scontrol update state=drain` returns at once, while jobs still run)")
+    if not variables.get("gpudirect_drain_resume_command"):
+        missing.append("no resume (gpudirect_drain_resume_command is empty)")
+    return missing
+
+
+def unprotected(nodes, hostvars, aliases=None):
+    """``{node: [what is missing, ...]}`` for the nodes to disrupt that nothing drains first."""
+    if isinstance(nodes, str) or not isinstance(nodes, (list, tuple)):
+        raise ValueError("expected a list of host names, got %s" % type(nodes).__name__)
+    out = {}
+    for node in nodes:
+        missing = protection(hostvars[node] if node in hostvars else {}, aliases)
+        if missing:
+            out[str(node)] = missing
+    return out
+
+
+def unprotected_message(found, what="a disruptive change"):
+    """The refusal of a run that would disrupt ``found`` (``unprotected``'s result) undrained."""
+    if not found:
+        return ""
+    return ("Refusing to start: %d node(s) need %s (driver reload, OFED restart or reboot) and nothing "
+            "drains them first, so running jobs would be interrupted. Nothing was changed on any node. %s. "
+            "Set gpudirect_drain_command, gpudirect_drain_wait_command (or gpudirect_drain_command_waits: true) "
+            "and gpudirect_drain_resume_command for your scheduler (inventory/example/group_vars/gpu_nodes/drain.yml "
+            "has Slurm and Kubernetes examples), or, for nodes that run no jobs (new servers not yet in service), "
+            "gpudirect_drain_nodes_run_no_jobs: true."
+            % (len(found), what, "; ".join("%s: %s" % (n, ", ".join(m)) for n, m in sorted(found.items()))))
+

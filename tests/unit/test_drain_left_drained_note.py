@@ -41,6 +41,8 @@ def site(tmp_path):
     extra = {
         "gpudirect_drain_command": ["sh", "-c", "echo drain >>%s" % log],
         "gpudirect_drain_resume_command": ["sh", "-c", "echo resume >>%s" % log],
+        # the stand-in drain returns when the node is idle, as kubectl drain does
+        "gpudirect_drain_command_waits": True,
         "gpudirect_drain_left_drained_file": note,
     }
     yield extra, note, log

@@ -92,7 +92,7 @@ def run(tmp_path_factory):
     for node, extra in (("n1", ""), ("n2", ", stub_dkms_fails: true"), ("n3", "")):
         hosts.append("        %s: {ansible_connection: local, ansible_python_interpreter: %s, "
                      "gpudirect_drain_lock_file: '%s%s.lock'%s}" % (node, sys.executable, prefix, node, extra))
-    hosts += ["      vars:", "        gpudirect_drain_command: [\"true\"]",
+    hosts += ["      vars:", "        gpudirect_drain_command: [\"true\"]", "        gpudirect_drain_command_waits: true",
               "        gpudirect_drain_resume_command: [\"true\", resume, \"{{ inventory_hostname }}\"]",
               "        gpudirect_drain_no_log: false"]
     (root / "hosts.yml").write_text("\n".join(hosts) + "\n")

@@ -187,7 +187,12 @@ def _project(tmp_path):
 def _run(root, hostvars, extra=None):
     lines = ["all:", "  children:", "    gpu_nodes:", "      hosts:"]
     for node in NODES:
-        lines.append("        %s: %s" % (node, dict(hostvars.get(node, {}), ansible_connection="local",
+        # drain hooks as a cluster sets them (the stand-in drain role runs none): the refusal
+        # of an undrained disruption is tests/unit/test_drain_protection.py's
+        hooks = {k: ["true"] for k in ("gpudirect_drain_command", "gpudirect_drain_wait_command",
+                                       "gpudirect_drain_resume_command")}
+        lines.append("        %s: %s" % (node, dict(hooks, **hostvars.get(node, {}),
+                                                   ansible_connection="local",
                                                    ansible_python_interpreter=sys.executable, ansible_become=False)))
     (root / "hosts.yml").write_text("\n".join(lines) + "\n")
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "hosts.yml", "site.yml"]

@@ -1,0 +1,116 @@
+"""No disruption without a drain (issue #29, outcome 1).
+
+A node that needs a disruptive change (OFED restart, driver reload, reboot) is
+drained first: drain, wait until idle and resume hooks, or the inventory says the
+node runs no jobs. Otherwise the run is refused before any change on any node
+(playbooks/plan.yml for site.yml, the first play of playbooks/kernel_update.yml),
+and gpudirect_drain's drain entry point refuses the node on every other way in.
+Each refusal names the node and the knobs.
+"""
+import os
+import sys
+import subprocess
+import textwrap
+
+import pytest
+
+from conftest import ROOT, play_on_localhost, role_tasks_play
+
+from ansible.module_utils import gpudirect_rolling as rolling  # noqa: E402  (conftest puts module_utils there)
+
+SLURM = {
+    "gpudirect_drain_command": ["scontrol", "update", "nodename=n1", "state=drain", "reason=gpudirect"],
+    "gpudirect_drain_wait_command": ["sh", "-c", "! squeue -h -w n1 | grep -q ."],
+    "gpudirect_drain_resume_command": ["scontrol", "update", "nodename=n1", "state=resume"],
+}
+
+
+def test_no_hooks_misses_all_three_knobs():
+    missing = rolling.protection({})
+    assert len(missing) == 3
+    assert "gpudirect_drain_command" in missing[0]
+    assert "gpudirect_drain_wait_command" in missing[1] and "gpudirect_drain_command_waits" in missing[1]
+    assert "gpudirect_drain_resume_command" in missing[2]
+
+
+def test_a_drain_without_a_wait_is_refused_unless_the_drain_command_waits():
+    no_wait = dict(SLURM, gpudirect_drain_wait_command=[])
+    missing = rolling.protection(no_wait)
+    assert len(missing) == 1 and "returns at once" in missing[0]
+    assert rolling.protection(dict(no_wait, gpudirect_drain_command_waits=True)) == []
+    assert rolling.protection(SLURM) == []
+
+
+def test_nodes_that_run_no_jobs_need_no_hooks_and_a_bad_flag_is_named():
+    assert rolling.protection({"gpudirect_drain_nodes_run_no_jobs": True}) == []
+    assert rolling.protection({"gpudirect_drain_nodes_run_no_jobs": "yes"}) == []
+    assert len(rolling.protection({"gpudirect_drain_nodes_run_no_jobs": "false"})) == 3
+    with pytest.raises(ValueError, match="gpudirect_drain_nodes_run_no_jobs='maybe'"):
+        rolling.protection({"gpudirect_drain_nodes_run_no_jobs": "maybe"})
+
+
+def test_kernel_update_counts_its_deprecated_aliases_site_does_not():
+    old = {"kernel_update_drain_argv": ["drain"], "kernel_update_resume_argv": ["resume"],
+           "gpudirect_drain_command_waits": True}
+    assert rolling.unprotected(["n1"], {"n1": old}, rolling.KERNEL_UPDATE_ALIASES) == {}
+    assert set(rolling.unprotected(["n1"], {"n1": old})) == {"n1"}
+
+
+def test_the_refusal_names_every_unprotected_node_and_nothing_else():
+    hostvars = {"gpu1": {}, "gpu2": SLURM, "gpu3": {"gpudirect_drain_nodes_run_no_jobs": True},
+                "gpu4": dict(SLURM, gpudirect_drain_resume_command=[])}
+    found = rolling.unprotected(["gpu1", "gpu2", "gpu3", "gpu4"], hostvars)
+    assert sorted(found) == ["gpu1", "gpu4"]
+    msg = rolling.unprotected_message(found)
+    assert msg.startswith("Refusing to start: 2 node(s) need a disruptive change")
+    assert "Nothing was changed on any node" in msg
+    assert "gpu4: no resume (gpudirect_drain_resume_command is empty)" in msg
+    assert "gpudirect_drain_nodes_run_no_jobs: true" in msg
+    assert rolling.unprotected_message({}) == ""
+
+
+def test_kernel_update_is_refused_on_every_node_before_any_lock(tmp_path):
+    """The real playbooks/kernel_update.yml on two local nodes, one without hooks: both
+    stop in the first play; the rolling play (lock, drain, kernel) never starts."""
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(textwrap.dedent("""\
+        gpu_nodes:
+          hosts:
+            gpu-a: {}
+            gpu-b:
+              gpudirect_drain_command: [true]
+              gpudirect_drain_wait_command: [true]
+              gpudirect_drain_resume_command: [true]
+          vars:
+            ansible_connection: local
+            ansible_python_interpreter: %s
+        """ % sys.executable))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    p = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
+                        os.path.join(ROOT, "playbooks", "kernel_update.yml")],
+                       cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert p.returncode != 0, p.stdout
+    assert "Refusing to start: 1 node(s) need a kernel update and its reboot" in p.stdout
+    assert "gpu-a: no drain (gpudirect_drain_command is empty)" in p.stdout
+    # both nodes stop, the protected one too: nothing starts anywhere
+    assert "fatal: [gpu-a]" in p.stdout and "fatal: [gpu-b]" in p.stdout, p.stdout
+    assert "run lock" not in p.stdout and "PLAY [Rolling kernel update]" not in p.stdout
+
+
+@pytest.mark.parametrize("extra, missing", [
+    ({}, "gpudirect_drain_command is empty"),
+    ({"gpudirect_drain_command": ["true"], "gpudirect_drain_resume_command": ["true"]}, "gpudirect_drain_wait_command is empty"),
+])
+def test_drain_entry_point_refuses_an_unprotected_node(tmp_path, extra, missing):
+    p = play_on_localhost(tmp_path, role_tasks_play("gpudirect_drain", "drain"), extra)
+    assert p.returncode != 0, p.stdout
+    assert "localhost needs a disruptive change and" in p.stdout and missing in p.stdout
+    assert "Nothing disruptive was done" in p.stdout
+
+
+def test_drain_entry_point_says_why_a_node_that_runs_no_jobs_is_not_drained(tmp_path):
+    p = play_on_localhost(tmp_path, role_tasks_play("gpudirect_drain", "drain"),
+                          {"gpudirect_drain_nodes_run_no_jobs": True})
+    assert p.returncode == 0, p.stdout
+    assert "no drain: the inventory says localhost runs no jobs (gpudirect_drain_nodes_run_no_jobs: true)" in p.stdout
