@@ -114,3 +114,60 @@ def test_drain_entry_point_says_why_a_node_that_runs_no_jobs_is_not_drained(tmp_
                           {"gpudirect_drain_nodes_run_no_jobs": True})
     assert p.returncode == 0, p.stdout
     assert "no drain: the inventory says localhost runs no jobs (gpudirect_drain_nodes_run_no_jobs: true)" in p.stdout
+
+
+# --- issue #29 outcome 5: the scheduler's state is respected
+
+CYCLE = role_tasks_play("gpudirect_drain", "drain", then=textwrap.indent(textwrap.dedent("""\
+    - name: Stand in for a verification that passed
+      ansible.builtin.set_fact:
+        gpudirect_verify_status: passed
+    - name: Resume or not
+      ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: resume}
+    """), "    "))
+
+
+@pytest.fixture
+def note():
+    """The left-drained note's path: under /var/lib/gpudirect (the role's own directory), one per test."""
+    import uuid
+
+    path = "/var/lib/gpudirect/test-protection-%s.json" % uuid.uuid4().hex
+    yield path
+    if os.path.exists(path):
+        os.unlink(path)
+
+
+def scheduler(tmp_path, state, note):
+    """Hooks of a stand-in scheduler that logs every call; `state` is what its state command prints
+    (Slurm's `sinfo -h -N -o "%T %E"`: the state, then the admin's reason)."""
+    log = tmp_path / "scheduler.log"
+    hook = lambda word: ["sh", "-c", "echo %s >>%s" % (word, log)]  # noqa: E731
+    return log, {
+        "gpudirect_drain_command": hook("drain"), "gpudirect_drain_wait_command": hook("idle"),
+        "gpudirect_drain_resume_command": hook("resume"),
+        "gpudirect_drain_state_command": ["sh", "-c", "echo state >>%s; printf '%%s\\n' '%s'" % (log, state)],
+        "gpudirect_drain_no_log": False, "gpudirect_drain_left_drained_file": note,
+    }
+
+
+@pytest.mark.parametrize("state", ["drained Bad DIMM [admin@2026-11-20T10:00:00]", "down* Not responding",
+                                   "maint reservation", "true"])
+def test_a_node_out_of_service_before_the_run_keeps_its_state_and_reason(tmp_path, state, note):
+    log, extra = scheduler(tmp_path, state, note)
+    p = play_on_localhost(tmp_path, CYCLE, extra)
+    assert p.returncode == 0, p.stdout
+    # its state was read, it was waited for, but neither drained again nor resumed
+    assert log.read_text().split() == ["state", "idle"]
+    assert "localhost was out of service before this run (%s)" % state in p.stdout
+    assert "localhost: not resumed, it was out of service before this run" in p.stdout
+    assert not os.path.exists(note)
+
+
+@pytest.mark.parametrize("state", ["idle", "mixed", "allocated", "false"])
+def test_a_node_in_service_is_drained_and_resumed_after_a_passed_verification(tmp_path, state, note):
+    log, extra = scheduler(tmp_path, state, note)
+    p = play_on_localhost(tmp_path, CYCLE, extra)
+    assert p.returncode == 0, p.stdout
+    assert log.read_text().split() == ["state", "drain", "idle", "resume"]
+    assert "was out of service before this run (" not in p.stdout and "not resumed, it was" not in p.stdout
