@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from ansible.module_utils import gpudirect_input_rules as rules
+from ansible.module_utils import gpudirect_rolling as rolling
 
 from conftest import ROOT
 
@@ -137,3 +138,28 @@ def test_kubernetes_template_lists_only_non_daemonset_gpu_pods(tmp_path):
                              "-o", "go-template=" + body], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ml/train-0\n"
+
+
+# What the state commands print. Slurm's sinfo -o "%T %E": the extended state, then the
+# reason ("none" when there is none; states from sinfo(1), NODE STATE CODES).
+# Kubernetes' jsonpath {.spec.unschedulable}: "true" when cordoned, nothing otherwise.
+@pytest.mark.parametrize("name, out, out_of_service", [
+    ("Slurm", "drained Bad DIMM", True),
+    ("Slurm", "draining gpu maintenance", True),
+    ("Slurm", "down* Not responding", True),
+    ("Slurm", "maint none", True),
+    ("Slurm", "idle none", False),
+    ("Slurm", "mixed none", False),
+    ("Slurm", "allocated none", False),
+    ("Kubernetes", "true", True),
+    ("Kubernetes", "", False),
+])
+def test_example_state_commands_tell_a_node_out_of_service(name, out, out_of_service):
+    knobs = _block(name)
+    argv = _render(knobs["gpudirect_drain_state_command"], "gpu07")
+    assert "gpu07" in argv
+    with open(os.path.join(ROOT, "roles", "gpudirect_drain", "defaults", "main.yml")) as handle:
+        pattern = yaml.safe_load(handle)["gpudirect_drain_state_out_of_service_pattern"]
+    assert bool(re.search(pattern, out)) is out_of_service
+    # and with the example's hooks the node is protected: a disruption is drained first
+    assert rolling.protection(knobs) == []
