@@ -132,7 +132,29 @@ def _role_sentences(plans, key, meaning):
 
 
 def batch(value):
-    """gpudirect_rolling_batch as the play's serial: an int >= 1 or "N%" with 1 <= N <= 100."""
+    """gpudirect_rolling_batch as the play's serial: an int >= 1 or "N%" with 1 <= N <= 100, or
+    a list of those as Ansible's serial takes it (a canary: [1, 5, "10%"], the last size
+    repeating until every node is done); a string "1, 5, 10%" is the same list."""
+    if isinstance(value, str) and "," in value:
+        value = [item for item in (part.strip() for part in value.split(",")) if item]
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ValueError('gpudirect_rolling_batch=[] must list at least one batch size, e.g. [1, 5, "10%"]')
+        sizes = []
+        for item in value:
+            if isinstance(item, (list, tuple, dict)):
+                raise ValueError("gpudirect_rolling_batch=%r: each batch size is a number of nodes or a percentage, "
+                                 "not %s" % (value, type(item).__name__))
+            try:
+                sizes.append(_one_batch(item))
+            except ValueError as exc:
+                # "gpudirect_rolling_batch=0 must be ...": the rule, said of the item
+                raise ValueError("gpudirect_rolling_batch=%r: item %r must %s" % (value, item, str(exc).split(" must ", 1)[-1]))
+        return sizes
+    return _one_batch(value)
+
+
+def _one_batch(value):
     if isinstance(value, bool):
         raise ValueError("gpudirect_rolling_batch=%r must be a number of nodes (1 or more) or a percentage "
                          "such as \"10%%\", not a boolean" % (value,))
@@ -144,7 +166,7 @@ def batch(value):
     if isinstance(value, str):
         text = value.strip()
         if text.isdigit():
-            return batch(int(text))
+            return _one_batch(int(text))
         match = _PERCENT.match(text)
         if match:
             percent = int(match.group(1))
@@ -197,14 +219,18 @@ def play_setting(hosts, hostvars, knob):
         except KeyError:  # ansible-playbook --syntax-check templates play keywords without host variables
             continue
         raw = variables[knob] if knob in variables else None
-        values.setdefault(check(knob, raw), []).append(str(host))
+        value = check(knob, raw)
+        # a list (canary batches) is grouped by its items
+        values.setdefault(tuple(value) if isinstance(value, list) else value, []).append(str(host))
     if not values:
         return check(knob, None)
     if len(values) > 1:
         raise ValueError("%s differs between the nodes of the rolling play (%s): it sets the play's batches, "
                          "so set it once for all of them (group_vars/all, or -e)"
-                         % (knob, "; ".join("%r on %s" % (v, ", ".join(h)) for v, h in values.items())))
-    return next(iter(values))
+                         % (knob, "; ".join("%r on %s" % (list(v) if isinstance(v, tuple) else v, ", ".join(h))
+                                            for v, h in values.items())))
+    value = next(iter(values))
+    return list(value) if isinstance(value, tuple) else value
 
 
 # the knobs that protect a node's running jobs from a disruption (roles/gpudirect_drain)

@@ -160,11 +160,28 @@ def test_batch_accepts_a_count_or_a_percentage(value, expected):
     ("ten", "must be a number of nodes"),
     (True, "not a boolean"),
     (2.5, "must be a number of nodes"),
-    ([1, 2], "must be a number of nodes"),
+    ([], "must list at least one batch size"),
+    ([1, 0], r"item 0 must be 1 or more nodes"),
+    ([1, "150%"], r"item '150%' must be a percentage from 1% to 100%"),
+    ([1, [2]], "not list"),
+    ("1, many", r"item 'many' must be a number of nodes"),
 ])
 def test_bad_batch_names_the_knob(value, message):
     with pytest.raises(ValueError, match="gpudirect_rolling_batch=.*" + message):
         rolling.batch(value)
+
+
+def test_batch_list_is_a_canary_as_ansibles_serial_takes_it():
+    """issue #30: one node, then five, then 10% of the nodes at a time."""
+    assert rolling.batch([1, 5, "10%"]) == [1, 5, "10%"]
+    assert rolling.batch(["1", " 5 ", "10 %"]) == [1, 5, "10%"]
+    # -e gpudirect_rolling_batch=1,5,10% arrives as a string
+    assert rolling.batch("1,5,10%") == [1, 5, "10%"]
+    hostvars = {"n1": {"gpudirect_rolling_batch": [1, "10%"]}, "n2": {"gpudirect_rolling_batch": "1, 10%"}}
+    assert rolling.play_setting(["n1", "n2"], hostvars, "gpudirect_rolling_batch") == [1, "10%"]
+    hostvars["n2"]["gpudirect_rolling_batch"] = [1, "20%"]
+    with pytest.raises(ValueError, match=r"differs .*\[1, '10%'\] on n1; \[1, '20%'\] on n2"):
+        rolling.play_setting(["n1", "n2"], hostvars, "gpudirect_rolling_batch")
 
 
 @pytest.mark.parametrize("value, expected", [(0, 0), ("25", 25), (100, 100)])

@@ -337,3 +337,16 @@ def test_a_bad_batch_knob_stops_the_run_before_any_stage(project, knob, value, m
     assert message in proc.stdout + proc.stderr, proc.stdout[-3000:]
     staged = {event for _, event in events} - {"state_check", "preflight"}
     assert staged == set(), events
+
+
+def test_a_canary_batch_list_rolls_one_node_then_the_rest_together(project):
+    """issue #30: gpudirect_rolling_batch as a list, as Ansible's serial takes it: the first
+    node alone (the canary), proven, then the others in one batch."""
+    fleet = dict(FLEET, n2={"stub_disrupt": {"nvidia_driver": ["driver reload: 570 -> 580"]}})
+    proc, events = _run(project, fleet, {"gpudirect_rolling_batch": "1,100%"})
+    assert proc.returncode == 0, proc.stdout
+    order = [host + " " + event for host, event in events]
+    # the canary n2 is verified and resumed before n3 or n4 is drained
+    assert order.index("n2 resume") < min(order.index("n3 drain"), order.index("n4 drain"))
+    # then n3 and n4 in one batch: both drained before either is verified
+    assert max(order.index("n3 drain"), order.index("n4 drain")) < min(order.index("n3 verify"), order.index("n4 verify"))
