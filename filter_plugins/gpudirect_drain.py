@@ -14,6 +14,10 @@ these filters only call them from the controller:
     the rows as aligned text lines.
 ``argv | gpudirect_drain_command_line``
     an argv list as one shell-quoted command line an admin can paste.
+``ansible_facts.gpudirect | gpudirect_drain_hardware``
+    the node's hardware inventory, kept before a disruption (module_utils/gpudirect_hardware.py).
+``before | gpudirect_drain_hardware_judge(ansible_facts.gpudirect, accept)``
+    ``{findings, accepted, table}``: what the node lost or degraded since, as rows and as lines.
 """
 
 import getpass
@@ -34,6 +38,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 from ansible.module_utils import gpudirect_lock as _lock  # noqa: E402
+from ansible.module_utils import gpudirect_hardware as _hardware  # noqa: E402
 
 
 def _playbooks(argv):
@@ -77,6 +82,22 @@ def gpudirect_drain_command_line(argv):
     return _lock.command_line(argv)
 
 
+def gpudirect_drain_hardware(facts):
+    try:
+        return _hardware.inventory(facts)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_drain_hardware: %s" % exc)
+
+
+def gpudirect_drain_hardware_judge(before, facts, accept=None):
+    try:
+        verdict = _hardware.judge(before, _hardware.inventory(facts), accept)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_drain_hardware_judge: %s" % exc)
+    verdict["table"] = _hardware.table(verdict["findings"] + verdict["accepted"]) if verdict["findings"] or verdict["accepted"] else []
+    return verdict
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -85,4 +106,6 @@ class FilterModule:
             "gpudirect_drain_table": gpudirect_drain_table,
             "gpudirect_drain_left_drained_entry": gpudirect_drain_left_drained_entry,
             "gpudirect_drain_command_line": gpudirect_drain_command_line,
+            "gpudirect_drain_hardware": gpudirect_drain_hardware,
+            "gpudirect_drain_hardware_judge": gpudirect_drain_hardware_judge,
         }
