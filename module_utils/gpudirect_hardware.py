@@ -5,8 +5,8 @@ Before a disruption (driver reload, OFED restart, reboot) the drain records the 
 hardware inventory from ``ansible_facts.gpudirect``; after it, the resume decision
 compares the inventory of the facts gathered again by verification. A GPU or RDMA
 device that is gone, a PCIe link that trained narrower (or whose slot lost speed), a port that was
-ACTIVE and is not, a port rate that fell, NIC firmware that changed, an IOMMU mode or
-NVLink links that changed: each is a finding, and a node with a finding stays drained
+ACTIVE and is not, a port rate that fell, NIC firmware that changed, an IOMMU that was
+on and is off, fewer NVLink links up: each is a finding, and a node with a finding stays drained
 with a before/after table, unless the admin accepted it (a pattern in
 ``gpudirect_drain_hardware_accept``).
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 
 ACCEPT_KNOB = "gpudirect_drain_hardware_accept"
+_IOMMU_OFF = (None, "off", "unknown", "")
 
 
 def _link(link):
@@ -140,7 +141,9 @@ def findings(before, after):
             b, a = port.get("rate_gbps"), later.get("rate_gbps")
             if isinstance(b, (int, float)) and isinstance(a, (int, float)) and a < b:
                 add("%s port %s rate" % (label, num), "%g Gb/s" % b, "%g Gb/s" % a)
-    if before.get("iommu") and after.get("iommu") != before.get("iommu"):
+    # an IOMMU that was on and is off or unreadable now (a firmware setting reset by the
+    # reboot); a change between enabled modes is the toolkit's own (host_prereqs' iommu=pt)
+    if before.get("iommu") not in _IOMMU_OFF and after.get("iommu") in _IOMMU_OFF:
         add("IOMMU mode", before.get("iommu"), after.get("iommu"))
     return rows
 

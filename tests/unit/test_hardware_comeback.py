@@ -80,10 +80,16 @@ def test_changed_firmware_and_iommu_mode_are_findings_the_admin_can_accept():
     before["rdma_devices"][0]["fw_ver"] = "20.39.1002"
     after = copy.deepcopy(before)
     after["rdma_devices"][0]["fw_ver"] = "20.41.1000"
-    after["iommu"]["mode"] = "pt"
+    before["iommu"]["mode"] = "translated"
+    after["iommu"]["mode"] = "off"
     verdict = hw.judge(hw.inventory(before), hw.inventory(after), [r"firmware: 20\.39\.1002 -> 20\.41\.1000"])
     assert [r["what"] for r in verdict["findings"]] == ["IOMMU mode"]
     assert [r["what"] for r in verdict["accepted"]] == ["RDMA device rxe0 (0000:01:00.0) firmware"]
+    # the toolkit's own iommu=pt (off -> pt, translated -> pt) is not a loss
+    for was, now in (("off", "pt"), ("translated", "pt")):
+        before["iommu"]["mode"], after["iommu"]["mode"] = was, now
+        assert [r["what"] for r in hw.judge(hw.inventory(before), hw.inventory(after))["findings"]] == [
+            "RDMA device rxe0 (0000:01:00.0) firmware"]
 
 
 def test_nvlink_links_up_fewer_after():
@@ -176,8 +182,8 @@ def test_a_node_that_came_back_whole_or_with_an_accepted_change_is_resumed(tmp_p
     proc, calls = cycle(tmp_path, node(), {})
     assert calls == ["drain", "idle", "resume"], proc.stdout
     after = node()
-    after["iommu"]["mode"] = "pt"
-    proc, calls = cycle(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path, after,
-                        {"gpudirect_drain_hardware_accept": ["IOMMU mode: off -> pt"]})
+    after["rdma_devices"][0]["ports"]["1"]["rate_gbps"] = 1.0
+    (tmp_path / "again").mkdir()
+    proc, calls = cycle(tmp_path / "again", after, {"gpudirect_drain_hardware_accept": [r"port 1 rate: 2\.5 Gb/s -> 1 Gb/s"]})
     assert calls == ["drain", "idle", "resume"], proc.stdout
     assert "every change accepted by gpudirect_drain_hardware_accept" in proc.stdout
