@@ -15,7 +15,7 @@ from ansible.errors import AnsibleFilterError
 import gpudirect_verify as verify  # filter_plugins/gpudirect_verify.py
 from ansible.module_utils import gpudirect_coverage as coverage
 from ansible.module_utils.gpudirect_topology import DISTANCE_CLASSES
-from conftest import PROJECT_FIXTURES, SHARED_FIXTURES
+from conftest import H200_CAPTURE, PROJECT_FIXTURES
 from gpudirect import nvidia_topo_matrix  # filter_plugins/gpudirect.py
 
 
@@ -156,10 +156,7 @@ def test_the_filter_plans_what_the_module_utils_plan():
     assert len(verify.gpudirect_verify_pairs(facts, "all", "", "", "host")) == 2
 
 
-def test_the_shared_h200_topology_has_no_nic_and_plans_one_module_run():
-    path = os.path.join(SHARED_FIXTURES, "h200")
-    if not os.path.exists(os.path.join(path, "nvidia-smi-topo.txt")):
-        pytest.skip("shared H200 capture not present")
-    facts = facts_from_topo("nvidia-smi-topo.txt", directory=path)
+def test_the_h200_topology_has_no_nic_and_plans_one_module_run():
+    facts = facts_from_topo("nvidia-smi-topo.txt", directory=H200_CAPTURE)
     assert facts["rdma_devices"] == [] and len(facts["gpus"]) >= 1
     assert coverage.plan_pairs(facts, "nearest") == [{"gpu": None, "nic": None, "distance": None}]

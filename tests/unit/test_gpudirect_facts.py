@@ -14,10 +14,8 @@ from ansible.module_utils.gpudirect_limits import memlock_limits
 
 import gpudirect_facts
 import sysfs_tree
-from conftest import SHARED_FIXTURES
+from conftest import H200_CAPTURE as H200  # the node's raw outputs
 from sysfs_tree import ConfigSpace, SysfsTree, bridge_config, distance_tree, gpu_server, h200_capture
-
-H200 = os.path.join(SHARED_FIXTURES, "h200")
 
 
 class FakeRunner(object):
