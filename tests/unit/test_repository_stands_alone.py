@@ -94,7 +94,7 @@ def test_no_tracked_file_reaches_outside_the_repository():
 # the scanner itself, on samples assembled here so that the file holds none of them
 
 BAD = [
-    ("README.md", "captured on a real node (`" + ".." + "/shared/fixtures`)"),
+    ("README.md", "captured on a real node (`" + ".." + "/shared" + "/fixtures`)"),
     ("tests/unit/conftest.py", "X = os.path.join(ROOT, " + "\"..\", \"shared\"" + ", \"fixtures\")"),
     ("tests/harness/standin_repo/build.sh", "F=$(cd \"$repo_root/" + "..\" && pwd)/x"),
     ("tests/harness/standin_repo/build.sh", "F=${repo_root}/" + "../x"),
