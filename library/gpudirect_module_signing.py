@@ -165,7 +165,7 @@ import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_kernel import C_LOCALE, default_boot_kernel
+from ansible.module_utils.gpudirect_kernel import C_LOCALE, default_boot_kernel, invalid_releases
 from ansible.module_utils.gpudirect_secure_boot import (
     cert_trust,
     collect as collect_secure_boot,
@@ -182,7 +182,6 @@ from ansible.module_utils.gpudirect_secure_boot import (
     strip_signature,
 )
 
-KERNEL_RE = re.compile(r"^[A-Za-z0-9._+~-]+$")
 KNOB = "gpudirect_dkms_signing_cert_path/_content"
 
 
@@ -224,9 +223,9 @@ class Signing(object):
 
     def kernels(self):
         kernels = self.params["kernels"]
-        bad = [k for k in kernels if not KERNEL_RE.match(k or "")]
+        bad = invalid_releases(kernels, "kernels")
         if bad:
-            self.fail("kernels must be kernel releases as uname -r prints them; not valid: %s" % bad)
+            self.fail("kernels must be kernel releases as uname -r prints them: %s" % "; ".join(bad))
         if kernels:
             return list(kernels)
         default, source, _warnings = default_boot_kernel("/", self.module, True)
