@@ -126,7 +126,7 @@ dkms_version:
 dkms_method:
   description: C(framework_conf) (DKMS 3.0.4 and later read mok_signing_key/mok_certificate from framework.conf.d),
     C(sign_tool) (DKMS 2.8.1 to 3.0.3 run the sign_tool of /etc/dkms/framework.conf after each build) or
-    C(sign_file) (older DKMS, or none: only this module's sign action signs).
+    C(sign_file) (older DKMS, or none, where only this module's sign action signs).
   returned: always
   type: str
 certificate:
