@@ -70,7 +70,7 @@ def test_gpu_info_reads_the_table():
 def test_flavor_auto_h200_facts(h200):
     out = nv.choose_flavor(h200["gpus"], "auto", "open")
     assert out["flavor"] == "open"
-    assert "0x2335 (H200)" in out["reasons"][0]
+    assert "0x2335 (NVIDIA H200)" in out["reasons"][0]
 
 
 def test_flavor_auto_h100_facts(h100):
@@ -94,7 +94,7 @@ def test_flavor_no_gpu_uses_fallback():
 
 
 def test_flavor_unknown_id_is_refused_not_guessed():
-    with pytest.raises(nv.NvidiaDecisionError, match="0x1d99.*nvidia_driver_flavor: open or proprietary"):
+    with pytest.raises(nv.NvidiaDecisionError, match="0x1d99.*nvidia_driver_gpu_support.*set nvidia_driver_flavor: open"):
         nv.choose_flavor([gpu("0x1d99")], "auto", "open")
 
 
@@ -105,7 +105,7 @@ def test_flavor_explicit():
 
 @pytest.mark.parametrize("ids,requested,needle", [
     (["0x2901"], "proprietary", "nvidia_driver_flavor: proprietary"),
-    (["0x2342"], "proprietary", "Grace Hopper and Blackwell"),
+    (["0x2342"], "proprietary", "Grace Hopper, Blackwell and later"),
     (["0x1db4"], "open", "nvidia_driver_flavor: open"),
     (["0x2901", "0x1db4"], "auto", "no driver flavour"),
 ])
@@ -131,7 +131,7 @@ def test_branch_ok(h200, h100):
 
 @pytest.mark.parametrize("branch,ids,needle", [
     ("58", [], "three-digit"), ("latest", [], "three-digit"), ("999", [], "not a branch the toolkit knows"),
-    ("535", ["0x2901"], "needs branch 570"), ("590", ["0x1db4"], "not a branch"),
+    ("535", ["0x2901"], "needs branch 570"), ("590", ["0x1db4"], "supported up to branch 580"), ("600", [], "not a branch"),
 ])
 def test_branch_refused(branch, ids, needle):
     with pytest.raises(nv.NvidiaDecisionError, match=needle):
