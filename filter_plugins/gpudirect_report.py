@@ -146,6 +146,32 @@ def _fmt_link(link):
                             one(link.get("max_speed_gts"), link.get("max_width")))
 
 
+def _fmt_nvlink(gpu, nvlink):
+    """'NVLink 18/18 links up, 26.562 GB/s each (478.116 GB/s); fabric Completed/Success, clique 0,
+    cluster 00000000-...' for one GPU; where the facts did not read them, why (``nvlink`` is the facts'
+    ``nvlink`` section: a node without nvidia-smi says so, it is not a finding)."""
+    nvlink = nvlink or {}
+    links = gpu.get("nvlink")
+    if links is None:
+        text = "NVLink not read (%s)" % (nvlink.get("reason") or "facts without the nvlink section")
+    elif not links.get("links_total"):
+        text = "NVLink none (no link listed)"
+    else:
+        speed = links.get("link_speed_gbytes_s")
+        text = "NVLink %s/%s links up, %s (%s GB/s)" % (
+            links.get("links_up"), links.get("links_total"),
+            "%s GB/s each" % speed if speed is not None else "speeds differ" if links.get("links_up") else "none up",
+            links.get("total_gbytes_s"))
+    fabric = gpu.get("fabric")
+    if fabric is None:
+        text += "; fabric not read (%s)" % (nvlink.get("fabric_reason") or "facts without the nvlink section")
+    else:
+        text += "; fabric %s/%s, clique %s, cluster %s" % (
+            fabric.get("state") or "N/A", fabric.get("status") or "N/A",
+            "N/A" if fabric.get("clique_id") is None else fabric.get("clique_id"), fabric.get("cluster_uuid") or "N/A")
+    return text
+
+
 def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reasons=None, signing_configured=None):
     """Render the facts as a list of lines: one readable table per host.
 
@@ -193,6 +219,7 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
         lines.append("    %s %s:%s %s %s numa %s driver %s" % (
             gpu.get("address"), gpu.get("vendor_id"), gpu.get("device_id"), gpu.get("name") or "",
             _fmt_link(gpu.get("link")), gpu.get("numa_node"), gpu.get("driver")))
+        lines.append("      %s" % _fmt_nvlink(gpu, facts.get("nvlink")))
     nics = facts.get("rdma_devices") or []
     lines.append("  RDMA NICs  %d" % len(nics))
     for dev in nics:

@@ -133,11 +133,13 @@ def _clean_result(result):
 
 
 def gpudirect_verify_pair(record):
-    """'mlx5_0 port 1 <-> GPU 0000:1b:00.0 (PIX)' or 'rxe0 port 1 <-> host memory'."""
+    """'mlx5_0 port 1 <-> GPU 0000:1b:00.0 (PIX)', 'rxe0 port 1 <-> host memory', or
+    'no RDMA device <-> GPU 0000:1b:00.0' (no NIC to run with: the module failed no_rdma_device)."""
     record = record or {}
     dev = record.get("rdma_device")
     if not dev:
-        return "-"
+        # a GPU the module was run for without a NIC (a node with no RDMA device): say which
+        return "no RDMA device <-> GPU %s" % record["gpu"] if record.get("gpu") else "-"
     left = "%s port %s" % (dev, record.get("port") if record.get("port") is not None else "?")
     if record.get("mode") in GPU_MODES or record.get("gpu"):
         right = "GPU %s" % (record.get("gpu") or "?")

@@ -259,7 +259,7 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_kernel import C_LOCALE, default_boot_kernel, running_kernel
+from ansible.module_utils.gpudirect_kernel import C_LOCALE, default_boot_kernel, invalid_releases, is_release, running_kernel
 
 DEFAULT_CHAIN = ["mlnx-ofed-kernel", "nvidia", "nv_peer_mem", "gdrdrv"]
 KERNEL_STATES = ("built", "installed", "installed-weak")
@@ -274,7 +274,6 @@ STATUS3_RE = re.compile(r"^(?P<name>[^\s/,:]+)/(?P<version>[^\s,/]+?)"
 # prints weak installs this way too ("name, version, kernel, arch: installed-weak from kernel")
 STATUS2_RE = re.compile(r"^(?P<name>[^\s/,:]+), (?P<version>[^\s,/]+?)"
                         r"(?:, (?P<kernel>[^\s,:]+), (?P<arch>[^\s,:]+))?: (?P<state>[a-z][a-z-]*)(?P<note>.*)$")
-KERNEL_RE = re.compile(r"^[A-Za-z0-9._+~-]+$")
 DKMS_BUILD_EXCLUDED = 77    # dkms exit status when BUILD_EXCLUSIVE rules out the kernel
 
 
@@ -298,6 +297,8 @@ def parse_status_line(line):
             return None
         kernel, arch = match.group("kernel"), match.group("arch")
         if state in KERNEL_STATES and not kernel:
+            return None
+        if kernel and not is_release(kernel):   # not a status line of a kernel release
             return None
         if state == "broken" and kernel:
             return None
@@ -546,9 +547,9 @@ class DkmsChain(object):
         if not chain or bad or len(set(chain)) != len(chain):
             self.fail("chain must be a non-empty list of distinct DKMS module names (letters, digits, . _ + -); "
                       "got %s" % chain)
-        bad = [k for k in params["kernels"] if not KERNEL_RE.match(k or "")]
+        bad = invalid_releases(params["kernels"], "kernels (gpudirect_dkms_kernels in the gpudirect_dkms role)")
         if bad:
-            self.fail("kernels must be kernel releases as uname -r prints them; not valid: %s" % bad)
+            self.fail("kernels must be kernel releases as uname -r prints them: %s" % "; ".join(bad))
         if self.log_lines < 0:
             self.fail("log_lines must be 0 or more; got %s" % self.log_lines)
         if not os.path.isabs(self.dkms_tree):

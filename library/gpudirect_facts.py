@@ -46,7 +46,10 @@ options:
     description:
       - Run C(nvidia-smi --query-gpu) when it is installed and add name, index, compute
         capability and memory size to the matching GPU (matched by PCI bus id).
-      - Without C(nvidia-smi) the GPUs are still reported from sysfs.
+      - Also read each GPU's NVLink links (C(nvidia-smi nvlink -s)) and NVLink fabric state
+        (C(nvidia-smi -q)).
+      - Without C(nvidia-smi) the GPUs are still reported from sysfs; C(nvlink) then says why
+        the links and fabric were not read.
     type: bool
     default: true
   kernel_log:
@@ -74,7 +77,9 @@ notes:
     unit started now gets (C(systemctl show DefaultLimitMEMLOCK)). The module
     process (the Ansible session, usually root, which C(*) does not cover) is
     C(memlock.session).
-  - Distance classes follow the C(nvidia-smi topo -m) legend; NVLink is not considered.
+  - Distance classes follow the C(nvidia-smi topo -m) legend; NVLink is not considered for them.
+    Each GPU's NVLink links and NVLink fabric state are reported on their own (C(gpus[].nvlink),
+    C(gpus[].fabric)), read with C(nvidia-smi nvlink -s) and C(nvidia-smi -q) when C(nvidia_smi) is on.
 requirements:
   - Linux with sysfs mounted at C(<root>/sys).
 """
@@ -205,6 +210,56 @@ ansible_facts:
               description: Memory size in MiB from nvidia-smi, null without nvidia-smi.
               type: int
               sample: 143771
+            nvlink:
+              description:
+                - NVLink links of the GPU from C(nvidia-smi nvlink -s) (module_utils/gpudirect_nvlink.py);
+                  null without nvidia-smi, or when it listed no links (C(nvlink.reason) says why).
+                - Speeds are as nvidia-smi prints them, in GB/s (gigabytes per second), one direction.
+              type: dict
+              contains:
+                links_total:
+                  description: Links nvidia-smi lists for the GPU (0 on a GPU without NVLink).
+                  type: int
+                  sample: 18
+                links_up:
+                  description: Links with a speed (the others are C(<inactive>)).
+                  type: int
+                  sample: 18
+                link_speed_gbytes_s:
+                  description: The speed every active link shares, GB/s; null when they differ or none is up.
+                  type: float
+                  sample: 26.562
+                total_gbytes_s:
+                  description: Sum of the active links' speeds, GB/s.
+                  type: float
+                  sample: 478.116
+                links:
+                  description: Each link - C(link) (number), C(up), C(speed_gbytes_s) (null when down).
+                  type: list
+                  elements: dict
+            fabric:
+              description:
+                - NVLink fabric state of the GPU, the C(Fabric) section of C(nvidia-smi -q) (drivers from r550);
+                  null without nvidia-smi or without that section (C(nvlink.fabric_reason) says why).
+                - Values as printed; C(N/A) becomes null.
+              type: dict
+              contains:
+                state:
+                  description: C(Completed), C(In Progress), C(Not Started) or null (N/A, no fabric).
+                  type: str
+                  sample: Completed
+                status:
+                  description: C(Success) or the error nvidia-smi names; null when N/A.
+                  type: str
+                  sample: Success
+                clique_id:
+                  description: The NVLink clique the GPU belongs to; null when N/A.
+                  type: int
+                  sample: 0
+                cluster_uuid:
+                  description: The NVLink cluster's UUID; null when N/A.
+                  type: str
+                  sample: 00000000-0000-0000-0000-000000000000
         nvidia_driver:
           description: NVIDIA kernel module, from C(/proc/driver/nvidia/version).
           returned: always
@@ -622,6 +677,23 @@ ansible_facts:
               elements: dict
               sample: [{"index": 0, "name": "NVIDIA H200", "pci_bus_id": "0000:00:06.0",
                         "driver_version": "580.159.04", "compute_cap": "9.0", "memory_total_mib": 143771}]
+        nvlink:
+          description: Whether the NVLink links and the fabric state of the GPUs were read (C(gpus[].nvlink), C(gpus[].fabric)).
+          returned: always
+          type: dict
+          contains:
+            available:
+              description: C(nvidia-smi nvlink -s) ran and listed the GPUs.
+              type: bool
+            reason:
+              description: Why not (nvidia-smi absent or failing, no GPU listed); null when it did.
+              type: str
+            fabric_available:
+              description: C(nvidia-smi -q) ran and printed a C(Fabric) section.
+              type: bool
+            fabric_reason:
+              description: Why not; null when it did.
+              type: str
         secure_boot:
           description:
             - UEFI Secure Boot and the kernel's module-signature policy (module_utils/gpudirect_secure_boot.py).

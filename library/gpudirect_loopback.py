@@ -370,6 +370,13 @@ speedup:
   description: bandwidth_gbps / staged_bandwidth_gbps (GPUDirect over staging).
   returned: always
   type: float
+helper_wall_s:
+  description:
+    - Seconds the helper ran, as the module timed it (the whole data path of this call - CUDA context, allocations,
+      dma-buf export, every iteration, the compare - without building the helper or Ansible's own overhead).
+  returned: when the helper ran
+  type: float
+  sample: 0.912
 h2d_bandwidth_gbps:
   description: Pinned host-to-device copy bandwidth (selftest_gpu_only), Gbit/s.
   returned: with selftest_gpu_only
@@ -454,13 +461,14 @@ command:
 """
 
 import os
+import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_loopback_build import (
     C_LOCALE, build, build_command, helper_digest, helper_is_current, helper_paths, read_sources, source_paths)
 from ansible.module_utils.gpudirect_loopback_helper import (
-    GPU_MODES, LoopbackError, check_mode_supported, diagnose, facts_summary, gid_addresses, gid_for_address,
+    GPU_MODES, LoopbackError, check_mode_supported, diagnose, facts_summary, find_gpu, gid_addresses, gid_for_address,
     gid_table, live_pci_link, parse_helper_output,
     path_warnings, pcie_gbps, pick_gid_index, resolve_mode, resolve_peer, route_source, scan_gpus, select_devices,
     unwrap_facts)
@@ -563,11 +571,16 @@ class Loopback(object):
         if p["selftest_gpu_only"]:
             mode, reason = "selftest", "selftest_gpu_only"
         else:
+            mode, reason = resolve_mode(p["mode"], self.facts, self.gpus, ROOT)
             if not self.devices:
+                # the memory it would have tested and the GPU named stay in the result: the role's
+                # record then says which GPU (or host memory) went without a NIC
+                self.result["mode"], self.result["mode_reason"] = mode, reason
+                if p["gpu"] and mode != "host":
+                    self.result["gpu"] = find_gpu(self.gpus, p["gpu"])["address"]
                 raise LoopbackError("no_rdma_device", "Seen: %s (from %s)." % (
                     "GPUs " + ", ".join(g["address"] for g in self.gpus) if self.gpus else "no GPU either",
                     "facts" if self.facts else "sysfs"))
-            mode, reason = resolve_mode(p["mode"], self.facts, self.gpus, ROOT)
         self.result["mode"] = "selftest_gpu_only" if mode == "selftest" else mode
         self.result["mode_reason"] = reason
         on_route = self.device_on_route()
@@ -707,7 +720,9 @@ class Loopback(object):
             except LoopbackError as exc:
                 self.fail(exc.code, exc.message, **exc.extra)
             self.result.update(helper_built=True, changed=True)
+        started = time.monotonic()
         rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
+        self.result["helper_wall_s"] = round(time.monotonic() - started, 3)
         self.result["command"] = cmd
         try:
             helper = parse_helper_output(out)

@@ -126,7 +126,7 @@ dkms_version:
 dkms_method:
   description: C(framework_conf) (DKMS 3.0.4 and later read mok_signing_key/mok_certificate from framework.conf.d),
     C(sign_tool) (DKMS 2.8.1 to 3.0.3 run the sign_tool of /etc/dkms/framework.conf after each build) or
-    C(sign_file) (older DKMS, or none: only this module's sign action signs).
+    C(sign_file) (older DKMS, or none, where only this module's sign action signs).
   returned: always
   type: str
 certificate:
@@ -165,7 +165,7 @@ import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_kernel import C_LOCALE, default_boot_kernel
+from ansible.module_utils.gpudirect_kernel import C_LOCALE, default_boot_kernel, invalid_releases
 from ansible.module_utils.gpudirect_secure_boot import (
     cert_trust,
     collect as collect_secure_boot,
@@ -182,7 +182,6 @@ from ansible.module_utils.gpudirect_secure_boot import (
     strip_signature,
 )
 
-KERNEL_RE = re.compile(r"^[A-Za-z0-9._+~-]+$")
 KNOB = "gpudirect_dkms_signing_cert_path/_content"
 
 
@@ -224,9 +223,9 @@ class Signing(object):
 
     def kernels(self):
         kernels = self.params["kernels"]
-        bad = [k for k in kernels if not KERNEL_RE.match(k or "")]
+        bad = invalid_releases(kernels, "kernels")
         if bad:
-            self.fail("kernels must be kernel releases as uname -r prints them; not valid: %s" % bad)
+            self.fail("kernels must be kernel releases as uname -r prints them: %s" % "; ".join(bad))
         if kernels:
             return list(kernels)
         default, source, _warnings = default_boot_kernel("/", self.module, True)

@@ -44,6 +44,14 @@ options:
     type: str
     default: open
     choices: [open, proprietary]
+  gpu_support:
+    description:
+      - C(nvidia_driver_gpu_support) - per PCI device id the kernel modules NVIDIA supports on it
+        (C(flavors) open, either or proprietary; optional C(first_branch), C(last_branch), C(name)).
+      - Decides an id the toolkit's NVIDIA data does not know; without it such an id fails with C(auto) and
+        C(proprietary).
+    type: dict
+    default: {}
   fabricmanager:
     description: C(nvidia_driver_fabricmanager) - auto, true or false.
     type: str
@@ -262,6 +270,7 @@ def main():
             "version": {"type": "str", "default": ""},
             "flavor": {"type": "str", "default": "auto", "choices": ["auto", "open", "proprietary"]},
             "flavor_fallback": {"type": "str", "default": "open", "choices": ["open", "proprietary"]},
+            "gpu_support": {"type": "dict", "default": {}},
             "fabricmanager": {"type": "str", "default": "auto"},
             "gpus": {"type": "list", "elements": "dict", "default": []},
             "os_family": {"type": "str", "required": True},

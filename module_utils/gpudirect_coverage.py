@@ -20,8 +20,10 @@ A node without GPUs, and a verification in host memory, has no GPU side: the pai
 are then the RDMA devices alone (``one``: the first), each tested in host memory.
 
 Each pair is ``{"gpu": address or None, "nic": name or None, "distance": class or None}``.
-``{"gpu": None, "nic": None}`` (no RDMA device in the facts at all) lets the module
-choose, and fail with its own diagnosis.
+A node with GPUs and no RDMA device in the facts gets ``{"gpu": address, "nic": None}`` for
+each GPU (``one``: the first): the module fails each with its own diagnosis
+(``no_rdma_device``), so that every GPU has its verdict. ``{"gpu": None, "nic": None}`` (no
+RDMA device and no GPU, or host memory) lets the module choose, and fail once.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -93,7 +95,11 @@ def plan_pairs(facts, coverage="nearest", gpu="", rdma_device="", host_memory=Fa
             # let the module name what is wrong (unknown device, several on one address)
             return [{"gpu": wanted_gpu or None, "nic": wanted_nic, "distance": None}]
     if not nics:
-        return [{"gpu": wanted_gpu or None, "nic": None, "distance": None}]
+        if host_memory or not gpus:
+            return [{"gpu": None, "nic": None, "distance": None}]
+        # no RDMA device: one module run per GPU, so that each GPU gets its own failing verdict
+        # (no_rdma_device) in the record and the tables (``one``: the first GPU)
+        return [{"gpu": g, "nic": None, "distance": None} for g in (gpus[:1] if coverage == "one" else gpus)]
     if host_memory or not gpus:
         chosen = nics[:1] if coverage == "one" else nics
         return [{"gpu": None, "nic": nic, "distance": None} for nic in chosen]

@@ -265,6 +265,11 @@ _NET_TRANSPORT = re.compile(r"^NET/(?P<plugin>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>
 _NCCL_USING = re.compile(r"NCCL INFO NET/(?P<plugin>[^ ]+) : Using (?P<list>.*)$")
 _NCCL_USING_DEV = re.compile(r"\[(?P<n>\d+)\](?P<name>[^\s:\[;]+)(?::(?P<port>\d+)(?=/|\s|$))?")
 _NCCL_VERSION = re.compile(r"NCCL version (?P<version>\S+)")
+# NCCL's own words on its network (why no NIC carried GPUDirect RDMA): kept as printed
+_NCCL_NET_NOTE = re.compile(r"NCCL INFO (?P<note>NET/IB : No device found\.?|Failed to initialize NET plugin \S+|"
+                            r"NET/\S+ : GPU Direct RDMA Disabled for \S+ .*|Using network \S+|"
+                            r"NET/IB : Using \[RO\].*|NET/Socket : Using .*)$")
+_NCCL_NETWORK = re.compile(r"NCCL INFO Using network (?P<network>\S+)")
 _TESTS_RANK = re.compile(r"^#\s+Rank\s+(?P<rank>\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+"
                          r"(?P<device>\d+)\s+\[(?P<bus>[^\]]+)\]\s*(?P<name>.*)$")
 _TESTS_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(?P<verdict>\S+)")
@@ -286,7 +291,10 @@ def parse_nccl_log(text):
 
     Returns ``{"nccl_version", "channels": [...], "nics": {host: {dev: name}}, "ranks": [...],
     "hosts": [...], "rows": n, "wrong": [...], "validated": bool, "out_of_bounds": n or None,
-    "out_of_bounds_ok": bool or None, "avg_bus_bandwidth": GB/s or None, "warnings": [...]}``.
+    "out_of_bounds_ok": bool or None, "avg_bus_bandwidth": GB/s or None, "warnings": [...],
+    "network": the network NCCL chose ("IB", "Socket") or None, "net_notes": [...]}``; ``net_notes``
+    are NCCL's own lines on its network, each once (``NET/IB : No device found.``, ``Using network
+    Socket``, ``GPU Direct RDMA Disabled for HCA ...``): the reason a run was not GPUDirect RDMA.
     Each channel is ``{"host", "channel", "conn", "src", "dst", "direction", "transport", "type"
     ("NET", "P2P", "SHM" or the word before the first /), "net": {...} or None, "line"}``.
     """
@@ -294,7 +302,7 @@ def parse_nccl_log(text):
         raise CrosscheckError("the nccl-tests output must be text, got %r" % (text,))
     out = {"nccl_version": None, "channels": [], "nics": {}, "ranks": [], "hosts": [], "rows": 0, "wrong": [],
            "validated": False, "out_of_bounds": None, "out_of_bounds_ok": None, "avg_bus_bandwidth": None,
-           "warnings": []}
+           "warnings": [], "network": None, "net_notes": []}
     header = None
     for raw in text.splitlines():
         line = raw.rstrip()
@@ -312,6 +320,12 @@ def parse_nccl_log(text):
                 "transport": transport, "type": transport.split("/", 1)[0].split()[0],
                 "net": _net_transport(transport), "line": line.strip()})
             continue
+        m = _NCCL_NET_NOTE.search(line)
+        if m and m.group("note").rstrip(".") not in [n.rstrip(".") for n in out["net_notes"]]:
+            out["net_notes"].append(m.group("note"))
+        m = _NCCL_NETWORK.search(line)
+        if m and out["network"] is None:
+            out["network"] = m.group("network")
         m = _NCCL_USING.search(line)
         if m:
             nics = out["nics"].setdefault(host or "-", {})
@@ -381,25 +395,36 @@ def _channel_text(parsed, c):
                                              _nic_name(parsed, c) if c["net"] else c["transport"])
 
 
-def judge_nccl(parsed, rc=0):
+def judge_nccl(parsed, rc=0, nccl_tests=True):
     """``{"status": "passed"|"failed", "problems": [...], "summary": text, ...}`` for one nccl-tests run.
 
     Passes only on proof: the run exited 0, printed its summary with no out-of-bounds value
     and no wrong value in data it checked, NCCL printed its transport lines, and every NET
     channel says GDRDMA. The exit code alone never passes a run.
+
+    ``nccl_tests=False`` judges another NCCL program's log (a PyTorch all-reduce): it prints no
+    nccl-tests summary, so its own data check is the caller's; the transport is still judged from
+    NCCL's lines alone. A problem about the transport ends with NCCL's own lines on its network
+    (``net_notes``: ``NET/IB : No device found.``, ``Using network Socket``) where it printed them.
     """
     problems = []
+    why = ("; NCCL's own lines: %s" % "; ".join("'%s'" % n for n in parsed.get("net_notes") or [])
+           if parsed.get("net_notes") else "")
     nets = [c for c in parsed["channels"] if c["net"]]
     no_gdr = [c for c in nets if not c["net"]["gdr"]]
     multi = len(parsed["hosts"]) > 1 or len(set(c["host"] for c in parsed["channels"] if c["host"])) > 1
     if rc != 0:
         problems.append("the command exited %s" % rc)
-    if parsed["out_of_bounds"] is None:
+    if not nccl_tests:
+        pass
+    elif parsed["out_of_bounds"] is None:
         problems.append("nccl-tests printed no '# Out of bounds values' summary: the run did not finish or the "
                         "output is truncated")
     elif not parsed["out_of_bounds_ok"]:
         problems.append("nccl-tests found %d out-of-bounds values" % parsed["out_of_bounds"])
-    if parsed["wrong"]:
+    if not nccl_tests:
+        pass
+    elif parsed["wrong"]:
         problems.append("nccl-tests found wrong values (%s)" % "; ".join(parsed["wrong"][:5]))
     elif parsed["rows"] and not parsed["validated"]:
         problems.append("nccl-tests did not check the data (#wrong is N/A: run without -c 0)")
@@ -417,10 +442,10 @@ def judge_nccl(parsed, rc=0):
                         "out INIT and NET, so which transport carried the data is unknown")
     elif no_gdr:
         plugins = sorted(set(c["net"]["plugin"] for c in no_gdr))
-        problems.append("%d of %d NET channels did not use GPUDirect RDMA (no GDRDMA; %s): %s%s" % (
+        problems.append("%d of %d NET channels did not use GPUDirect RDMA (no GDRDMA; %s): %s%s%s" % (
             len(no_gdr), len(nets), "TCP sockets" if plugins == ["Socket"] else "data staged through host memory",
             "; ".join(_channel_text(parsed, c) for c in no_gdr[:8]),
-            " and %d more" % (len(no_gdr) - 8) if len(no_gdr) > 8 else ""))
+            " and %d more" % (len(no_gdr) - 8) if len(no_gdr) > 8 else "", why))
     elif not nets and multi:
         problems.append("ranks ran on %d hosts (%s) but no channel used the NET transport: NCCL's lines for the "
                         "connections between the nodes are missing (ranks without NCCL_DEBUG=INFO, or a log of "
@@ -429,8 +454,8 @@ def judge_nccl(parsed, rc=0):
     elif not nets:
         problems.append("no channel used the NET transport (only %s): NCCL kept the data inside the node, so this "
                         "run proves nothing about GPUDirect RDMA; run it across nodes, or on one node with "
-                        "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 so that NCCL goes through the NICs"
-                        % ", ".join(sorted(set(c["type"] for c in parsed["channels"]))))
+                        "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 so that NCCL goes through the NICs%s"
+                        % (", ".join(sorted(set(c["type"] for c in parsed["channels"]))), why))
     used = sorted(set(_nic_name(parsed, c) for c in nets))
     summary = "%d NET channel%s with GDRDMA (%s)%s" % (
         len(nets) - len(no_gdr), "" if len(nets) - len(no_gdr) == 1 else "s", ", ".join(used) or "none",
@@ -439,7 +464,8 @@ def judge_nccl(parsed, rc=0):
     return {"status": "failed" if problems else "passed", "problems": problems, "summary": summary,
             "net_channels": len(nets), "gdr_channels": len(nets) - len(no_gdr), "nics_used": used,
             "hosts": parsed["hosts"], "avg_bus_bandwidth": parsed["avg_bus_bandwidth"],
-            "nccl_version": parsed["nccl_version"], "warnings": parsed["warnings"][:10]}
+            "nccl_version": parsed["nccl_version"], "warnings": parsed["warnings"][:10],
+            "network": parsed.get("network"), "net_notes": list(parsed.get("net_notes") or [])}
 
 
 # --------------------------------------------------------------------------- the role's record

@@ -13,7 +13,11 @@ Three shapes are read, each tested on the fixtures in ``tests/fixtures/dcgm/``:
   ``"PASS"``): the test's status is the worst of them. DCGM 4 renamed the key
   (DCGM release notes, "breaking changes"; facebookresearch/gcm#38).
 * The text table (``dcgmi diag -r N`` without ``-j``): ``| name | Pass |`` rows under
-  ``-----  Category  ---`` headers; DCGM 4 adds ``| | GPU0: Pass |`` rows per entity.
+  ``-----  Category  ---`` headers. DCGM 2.x/3.x write ``Pass - All``, ``Pass - GPUs: 0, 2``
+  and ``Fail - GPU: 1`` rows and ``| Warning | GPU 1 ... |`` / ``| Info | ... |`` rows whose
+  message continues, 45 characters a row, on the rows below; DCGM 4.x adds ``| | GPU0: Pass |``
+  rows per entity and ``| Warning: GPU0 | ... |`` rows (NVIDIA/DCGM ``dcgmi/Diag.cpp``). A table
+  must end with its closing ``+---...---+`` line: a cut-short table is an error, never a pass.
 
 A test's status is one of Pass, Fail, Warn, Skip. The diagnostic fails on any Fail or
 on a runtime error; Warn and Skip are reported and pass. A status not in that list
@@ -30,7 +34,7 @@ import re
 STATUSES = ("Fail", "Warn", "Pass", "Skip")   # worst first
 _CATEGORY = re.compile(r"^[|+]-{3,}\s+(.+?)\s+-{3,}\+")
 _ROW = re.compile(r"^\|\s(.*?)\s*\|\s(.*?)\s*\|\s*$")
-_ENTITY = re.compile(r"^([A-Za-z_]+\s*\d+):\s*(\S+)\s*$")
+_ENTITY = re.compile(r"^([A-Za-z_]+\s*\d+):\s*(\S.*?)\s*$")
 
 
 class DcgmOutputError(ValueError):
@@ -115,39 +119,135 @@ def _from_json(doc):
     return out
 
 
-def _from_text(text):
-    out = {"format": "text", "dcgm_version": None, "driver_version": None, "runtime_error": None, "tests": []}
-    category = None
+_TABLE_ROW = re.compile(r"^\|(?P<name>[^|]*)\|(?P<value>.*)\|\s*$")
+_RULE = re.compile(r"^\+-{10,}\+-{10,}\+$")          # header top and the closing line
+# DCGM 2.x/3.x result cells: "Pass", "Fail - All", "Pass - GPUs: 0, 2, 3", "Fail - GPU: 1"
+# (dcgmi/Diag.cpp HelperDisplayGpuResults); DCGM 4.x: "Pass"/"Fail"/"Warn"/"Skip"/"Not Run"
+# for the test and "GPU0: Pass" rows per entity (HelperDisplayEntityResults)
+_RESULT = re.compile(r"^(?P<word>[A-Za-z][A-Za-z ]*?)(?:\s+-\s+(?:(?P<all>All)|[A-Za-z]+s?:\s*(?P<ids>[\d ,]+?)))?\s*$")
+_DETAIL = re.compile(r"^(?P<kind>Warning|Info)(?::\s*(?P<entity>[A-Za-z]+\d+))?$")
+_V3_DETAIL_GPU = re.compile(r"^GPU (\d+) ")
+_CELL_WIDTH = 45   # DATA_INFO_TAG_LEN: a detail is cut into 45-character pieces, one per row
+
+
+def _status_word(word, cell):
+    if word == "Not Run":   # DCGM 4: the test did not run on that entity
+        return "Skip"
+    try:
+        return normalise_status(word)
+    except DcgmOutputError:
+        raise DcgmOutputError("dcgmi diag table: the result cell %r does not start with one of %s; read the "
+                              "report of 'dcgmi diag' on the node" % (cell, "/".join(STATUSES)))
+
+
+def parse_table(text):
+    """The rows of a ``dcgmi diag`` text table, without judging whether it is whole.
+
+    Returns the parsed dict of :func:`parse_diag` plus ``complete`` (the table's closing
+    line was read after its header). Warning and Info rows (DCGM 2.x/3.x ``| Warning | GPU 0
+    ... |``, DCGM 4.x ``| Warning: GPU0 | ... |``) and their continuation rows become the
+    last test's ``details`` (``{"kind", "entity", "text"}``) and the entity's ``warnings``.
+    """
+    out = {"format": "text", "dcgm_version": None, "driver_version": None, "runtime_error": None, "tests": [],
+           "complete": False}
+    category, header, detail = None, False, None
     for line in (text or "").splitlines():
         line = line.rstrip()
+        if not line.strip():
+            continue
         head = _CATEGORY.match(line)
         if head:
-            category = head.group(1)
+            category, detail = head.group(1), None
             continue
-        row = _ROW.match(line)
+        if _RULE.match(line):
+            if header and (out["tests"] or category):
+                out["complete"] = True
+            continue
+        row = _TABLE_ROW.match(line)
         if not row:
             continue
-        name, value = row.group(1).strip(), row.group(2).strip()
-        if name == "Diagnostic" and value == "Result":
+        name = row.group("name").strip()
+        raw = row.group("value")
+        raw = raw[1:] if raw.startswith(" ") else raw
+        value = raw.strip()
+        if name.startswith("===") or (name == "Diagnostic" and value == "Result"):
+            header = True
             continue
+        if out["complete"]:
+            raise DcgmOutputError("dcgmi diag table has rows after its closing line: %r" % line)
         if category == "Metadata":
             if name == "DCGM Version":
                 out["dcgm_version"] = value
             elif name == "Driver Version Detected":
                 out["driver_version"] = value
             continue
-        if name:
-            first = value.split(":")[0].split()[0] if value else ""
-            out["tests"].append({"category": category, "name": name, "status": normalise_status(first),
-                                 "entities": []})
+        tests = out["tests"]
+        kind = _DETAIL.match(name)
+        if kind:
+            if not tests:
+                raise DcgmOutputError("dcgmi diag table: a %s row before any test: %r" % (name, line))
+            entity = kind.group("entity")
+            text_ = raw.rstrip()
+            if entity is None:
+                gpu = _V3_DETAIL_GPU.match(text_)
+                entity = "GPU%s" % gpu.group(1) if gpu else None
+            detail = {"kind": kind.group("kind").lower(), "entity": entity, "text": text_, "_piece": len(text_)}
+            tests[-1].setdefault("details", []).append(detail)
             continue
+        if name:
+            result = _RESULT.match(value)
+            if not result:
+                raise DcgmOutputError("dcgmi diag table: test %r has the result %r, which is none of %s"
+                                      % (name, value, "/".join(STATUSES)))
+            status = _status_word(result.group("word"), value)
+            test = {"category": category, "name": name, "status": status, "entities": []}
+            for gpu in (result.group("ids") or "").replace(" ", "").split(","):
+                if gpu:
+                    test["entities"].append({"entity": "GPU" + gpu, "status": status, "warnings": []})
+            tests.append(test)
+            detail = None
+            continue
+        if not tests:
+            raise DcgmOutputError("dcgmi diag table: a result row before any test: %r" % line)
         entity = _ENTITY.match(value)
-        if entity and out["tests"]:
-            out["tests"][-1]["entities"].append({"entity": entity.group(1).replace(" ", ""),
-                                                 "status": normalise_status(entity.group(2)), "warnings": []})
-        elif out["tests"] and value:   # a warning or info line under the last test
-            out["tests"][-1].setdefault("details", []).append(value)
+        result = _RESULT.match(value) if detail is None else None
+        if entity:                                      # DCGM 4: "GPU0: Pass"
+            status = _status_word(entity.group(2), value)
+            tests[-1]["entities"].append({"entity": entity.group(1).replace(" ", ""), "status": status,
+                                          "warnings": []})
+            detail = None
+        elif result and (result.group("ids") or result.group("all")):   # DCGM 3: "Fail - GPU: 1"
+            status = _status_word(result.group("word"), value)
+            for gpu in (result.group("ids") or "").replace(" ", "").split(","):
+                if gpu:
+                    tests[-1]["entities"].append({"entity": "GPU" + gpu, "status": status, "warnings": []})
+        elif detail is not None:                         # the next 45 characters of a detail
+            piece = raw.rstrip()
+            # a piece shorter than the cell lost its trailing blanks to the table's padding
+            detail["text"] += (" " if detail.pop("_piece", _CELL_WIDTH) < _CELL_WIDTH else "") + piece
+            detail["_piece"] = len(piece)
+        else:
+            raise DcgmOutputError("dcgmi diag table: %r under test %r is neither a per-GPU result nor the "
+                                  "continuation of a warning" % (value, tests[-1]["name"]))
+    for test in out["tests"]:
+        if test["entities"]:
+            test["status"] = _worst([test["status"]] + [e["status"] for e in test["entities"]])
+        for item in test.get("details", []):
+            item.pop("_piece", None)
+            item["text"] = re.sub(r"\s+", " ", item["text"]).strip()
+            if item["kind"] == "warning":
+                for ent in test["entities"]:
+                    if ent["entity"] == item["entity"]:
+                        ent["warnings"].append(item["text"])
     return out
+
+
+def _from_text(text):
+    parsed = parse_table(text)
+    if parsed["tests"] and not parsed["complete"]:
+        raise DcgmOutputError("dcgmi diag table ends before its closing line (the output was cut short?); "
+                              "last test read: %r. Last lines: %s" % (parsed["tests"][-1]["name"], _tail(text)))
+    return parsed
 
 
 def parse_diag(text, rc=0):
@@ -184,7 +284,10 @@ def diag_summary(parsed, level=None):
         if test["status"] not in ("Fail", "Warn"):
             continue
         who = [e["entity"] for e in test["entities"] if e["status"] == test["status"] and e["entity"]]
-        bad.append("%s %s%s" % (test["name"], test["status"], " [%s]" % ", ".join(who) if who else ""))
+        first = [d["text"] for d in test.get("details", []) if d["kind"] == "warning"][:1] or \
+            [w for e in test["entities"] for w in e["warnings"]][:1]
+        bad.append("%s %s%s%s" % (test["name"], test["status"], " [%s]" % ", ".join(who) if who else "",
+                                  ": %s" % first[0][:200] if first else ""))
     if bad:
         line += "; " + "; ".join(bad)
     if parsed.get("runtime_error"):

@@ -31,6 +31,7 @@ from ansible.module_utils.gpudirect_limits import (
     service_memlock,
     show_limit,
 )
+from ansible.module_utils.gpudirect_nvlink import NvlinkParseError, parse_fabric, parse_nvlink_status
 from ansible.module_utils.gpudirect_secure_boot import collect as collect_secure_boot
 from ansible.module_utils.gpudirect_pci import (
     PCI_VENDOR_MELLANOX,
@@ -192,7 +193,8 @@ class FactsCollector(object):
                 continue
             entry = fn.to_dict()
             entry.pop("is_bridge", None)
-            entry.update(ordinal=len(gpus), index=None, name=None, compute_cap=None, memory_total_mib=None)
+            entry.update(ordinal=len(gpus), index=None, name=None, compute_cap=None, memory_total_mib=None,
+                         nvlink=None, fabric=None)
             gpus.append(entry)
         return gpus
 
@@ -355,6 +357,60 @@ class FactsCollector(object):
                            memory_total_mib=row["memory_total_mib"])
         return out
 
+    def nvlink(self, gpus, smi):
+        """Each GPU's NVLink links (``nvidia-smi nvlink -s``) and NVLink fabric state (``nvidia-smi -q``,
+        module_utils/gpudirect_nvlink.py), set on the GPU as ``nvlink`` and ``fabric``. Only where
+        nvidia-smi answered the GPU query (its index names the ``nvlink -s`` block); otherwise both stay
+        None and ``reason``/``fabric_reason`` say why. Never a failure: a node without NVLink, or a
+        driver that prints no Fabric section, is a reason, not a warning."""
+        out = {"available": False, "reason": None, "fabric_available": False, "fabric_reason": None}
+        if not smi.get("available"):
+            out["reason"] = out["fabric_reason"] = "nvidia-smi did not answer: %s" % (smi.get("reason") or "unknown")
+            return out
+        smi_path = self._bin("nvidia-smi")
+        by_index = dict((g["index"], g) for g in gpus if g.get("index") is not None)
+
+        rc, stdout, stderr = self._run([smi_path, "nvlink", "-s"])
+        if rc != 0:
+            out["reason"] = "nvidia-smi nvlink -s failed (rc=%s): %s" % (rc, " ".join((stderr or stdout or "").split())[:200])
+        else:
+            try:
+                links = parse_nvlink_status(stdout)
+            except NvlinkParseError as exc:
+                out["reason"] = str(exc)
+                self.warn("nvlink: %s" % exc)
+                links = {}
+            if links:
+                out["available"] = True
+                for index, state in links.items():
+                    gpu = by_index.get(index)
+                    if gpu is not None:
+                        gpu["nvlink"] = dict((k, state[k]) for k in (
+                            "links_total", "links_up", "link_speed_gbytes_s", "total_gbytes_s", "links"))
+            elif out["reason"] is None:
+                out["reason"] = "nvidia-smi nvlink -s listed no GPU: %s" % (" ".join((stdout or "").split())[:200]
+                                                                           or "empty output")
+
+        rc, stdout, stderr = self._run([smi_path, "-q"])
+        if rc != 0:
+            out["fabric_reason"] = "nvidia-smi -q failed (rc=%s): %s" % (
+                rc, " ".join((stderr or stdout or "").split())[:200])
+            return out
+        try:
+            fabric = parse_fabric(stdout)
+        except NvlinkParseError as exc:
+            out["fabric_reason"] = str(exc)
+            self.warn("fabric: %s" % exc)
+            return out
+        if not fabric:
+            out["fabric_reason"] = "nvidia-smi -q has no Fabric section (a driver older than r550)"
+            return out
+        out["fabric_available"] = True
+        for gpu in gpus:
+            if gpu["address"] in fabric:
+                gpu["fabric"] = fabric[gpu["address"]]
+        return out
+
     # secure boot -------------------------------------------------------------
     def secure_boot(self):
         """Secure Boot, the kernel's module-signature policy and the keys it trusts
@@ -378,6 +434,8 @@ class FactsCollector(object):
                               {"loaded": False, "version": None, "flavor": None})
         smi = self.section("nvidia_smi", lambda: self.nvidia_smi(gpus, driver),
                            {"available": False, "reason": "error", "gpus": []})
+        nvlink = self.section("nvlink", lambda: self.nvlink(gpus, smi),
+                              {"available": False, "reason": "error", "fabric_available": False, "fabric_reason": "error"})
         nics = self.section("rdma_devices", self.rdma_devices, [])
         kernel = self.section("kernel", self.kernel, {"running": None, "default": None, "default_source": None,
                                                       "reboot_pending": False, "reboot_reasons": []})
@@ -402,6 +460,7 @@ class FactsCollector(object):
             "kernel_oops": self.section("kernel_oops", self.kernel_oops,
                                         {"available": False, "reason": "error", "matches": 0, "lines": []}),
             "nvidia_smi": smi,
+            "nvlink": nvlink,
             "secure_boot": self.section("secure_boot", self.secure_boot,
                                         {"secure_boot": None, "signatures_required": None, "enforcement": "error",
                                          "trusted_keys": [], "moks": None, "moks_pending": None, "errors": []}),

@@ -17,6 +17,60 @@ from ansible.module_utils.gpudirect_host import C_LOCALE, read_text  # noqa: F40
 
 VMLINUZ_LINKS = ("boot/vmlinuz", "vmlinuz")
 
+# A kernel release as ``uname -r`` prints it: the kernel's VERSION.PATCHLEVEL[.SUBLEVEL]
+# (Makefile) and whatever EXTRAVERSION/LOCALVERSION the builder appended, e.g.
+# 6.1.0-50-amd64 (Debian), 5.14.0-427.13.1.el9_4.x86_64 (EL), 6.8.0-1013-nvidia-64k
+# (Ubuntu), 6.18.44-fc-v657-gpu (a local build). The release is the name of
+# /lib/modules/<release>, /boot/vmlinuz-<release> and a DKMS tree directory, so it is
+# one path component: no "/", no whitespace, no shell metacharacters, never "." or
+# ".."; utsname holds at most 64 characters (__NEW_UTS_LEN).
+KERNEL_RELEASE_RE = re.compile(r"^[0-9]+\.[0-9]+(?:[.+~_-][A-Za-z0-9]+)*[+~]?$")
+KERNEL_RELEASE_MAX = 64
+
+
+def release_problem(value):
+    """Why ``value`` is not a kernel release (a sentence), or None when it is one."""
+    if not isinstance(value, str):
+        return "it is a %s, not a string" % type(value).__name__
+    if not value:
+        return "it is empty"
+    if value in (".", ".."):
+        return "it is a directory reference, not a release"
+    if len(value) > KERNEL_RELEASE_MAX:
+        return "it is longer than the %d characters a kernel release can have" % KERNEL_RELEASE_MAX
+    bad = sorted(set(c for c in value if not (c.isalnum() and c.isascii()) and c not in "._+~-"))
+    if bad:
+        return "it contains %s" % ", ".join(repr(c) for c in bad)
+    if not KERNEL_RELEASE_RE.match(value):
+        return "it does not start with VERSION.PATCHLEVEL (digits, a dot, digits) or has empty parts"
+    return None
+
+
+def is_release(value):
+    """True when ``value`` looks like a kernel release (:func:`release_problem` has nothing)."""
+    return release_problem(value) is None
+
+
+def validate_release(value, source="kernel release"):
+    """``value`` when it is a kernel release; otherwise ValueError naming the value and
+    ``source`` (the knob, file or command it came from)."""
+    problem = release_problem(value)
+    if problem:
+        raise ValueError("%s: %r is not a kernel release as uname -r prints it (e.g. 6.1.0-50-amd64, "
+                         "5.14.0-427.13.1.el9_4.x86_64): %s" % (source, value, problem))
+    return value
+
+
+def invalid_releases(values, source="kernels"):
+    """One message per value of ``values`` that is not a kernel release (an empty list when all are)."""
+    out = []
+    for value in values or []:
+        try:
+            validate_release(value, source)
+        except ValueError as exc:
+            out.append(str(exc))
+    return out
+
 
 def under(root, relative):
     """``relative`` (absolute or not) below ``root`` (a test's fake tree; "/" on a node)."""
@@ -34,18 +88,19 @@ def _read_first_line(path):
 def running_kernel(root="/", live=False):
     """Release of the running kernel: ``<root>/proc/sys/kernel/osrelease``, else
     ``uname -r`` when ``live`` (root describes this host); None when unknown."""
-    release = _read_first_line(under(root, "proc/sys/kernel/osrelease"))
+    path = under(root, "proc/sys/kernel/osrelease")
+    release, source = _read_first_line(path), path
     if not release and live:
-        release = os.uname()[2]
-    return release
+        release, source = os.uname()[2], "uname -r"
+    return validate_release(release, source) if release else release
 
 
 def _release_of_image(path):
     """``/boot/vmlinuz-6.1.0-20-amd64`` -> ``6.1.0-20-amd64``; None otherwise."""
     base = os.path.basename((path or "").strip())
-    if base.startswith("vmlinuz-") and len(base) > len("vmlinuz-"):
+    if base.startswith("vmlinuz-") and is_release(base[len("vmlinuz-"):]):
         return base[len("vmlinuz-"):]
-    return None
+    return None   # not an image of a release (vmlinuz-0-rescue-<machine-id>, a stray name)
 
 
 def default_boot_kernel(root="/", runner=None, live=False):

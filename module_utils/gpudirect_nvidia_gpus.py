@@ -1,48 +1,104 @@
-"""NVIDIA GPU table derived from the driver's supported-gpus.json. GENERATED: do not edit.
+"""NVIDIA GPU table derived from NVIDIA's per-device lists. GENERATED: do not edit.
 
-Source file: supported-gpus.json of NVIDIA driver 525
-  (Ubuntu 20.04 nvidia-graphics-drivers-525 as of 2023-03-22 (patch release not recorded),
-  published by https://github.com/alex-tu-cc/get-nvidia-supported-gpus-json (gh-pages
-  branch, focal-nvidia-driver-525-supported-gpus.json; earlier lists
-  bionic-nvidia-driver-510/515-supported-gpus.json))
-Command: scripts/nvidia-supported-gpus-table.py supported-gpus.json --driver 525 --earlier 510=... --earlier 515=...
+Command: scripts/nvidia-supported-gpus-table.py --manifest tests/fixtures/nvidia_gpus/sources.json
+Inputs (copies and their README under tests/fixtures/nvidia_gpus/):
+  - 510 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages bionic-nvidia-driver-510-supported-gpus.json, commit d67e961e5fd85a02745052acfd13fc24e8449d60 (2022-12-02)
+  - 515 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages bionic-nvidia-driver-515-supported-gpus.json, commit d67e961e5fd85a02745052acfd13fc24e8449d60 (2022-12-02)
+  - 525 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages focal-nvidia-driver-525-supported-gpus.json, commit 40678c28e943cf34be39ee436b7a3cddf21bfebf (2023-03-22)
+  - 525 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 525.147.05 README.md (section "Compatible GPUs" to the end), commit 207a166fc33db90b5bc21395f8d6b5489603ac10 (2023-10-31)
+  - 535 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 535.288.01 README.md (section "Compatible GPUs" to the end), commit ef65a1309711a38041ece7ac3467d30a6e256d85 (2026-01-13)
+  - 545 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 545.29.06 README.md (section "Compatible GPUs" to the end), commit 4c29105335610933e744f4ab2524ea63fc39edaf (2023-11-21)
+  - 550 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 550.163.01 README.md (section "Compatible GPUs" to the end), commit 23e9e7621487fe632040a370249f690a456967dd (2025-04-17)
+  - 555 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 555.58.02 README.md (section "Compatible GPUs" to the end), commit 1795a8bb20fe09f9939ca3e82d76791f5741e467 (2024-07-01)
+  - 560 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 560.35.03 README.md (section "Compatible GPUs" to the end), commit ed4be649623435ebb04f5e93f859bf46d977daa4 (2024-08-19)
+  - 565 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 565.77 README.md (section "Compatible GPUs" to the end), commit 9d0b0414a5304c3679c5db9d44d2afba8e58cc1b (2024-12-05)
+  - 570 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 570.211.01 README.md (section "Compatible GPUs" to the end), commit 498793d5e2a86c981b83c1bfb31f1f4a082d0f7b (2026-01-13)
+  - 575 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 575.64.05 README.md (section "Compatible GPUs" to the end), commit d89031330084ad34dbfe15997454a4bb1674e0b1 (2025-07-22)
+  - 580 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 580.142 README.md (section "Compatible GPUs" to the end), commit 1a5075f82128be3603d4a4657c7b689234306778 (2026-03-10)
+  - 590 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 590.48.01 README.md (section "Compatible GPUs" to the end), commit 2ccbad25e1af6a6ee6f38cf569f89f8b65d658ab (2025-12-18)
+  - 595 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 595.45.04 README.md (section "Compatible GPUs" to the end), commit df1c9a3de2be4b130f4fc7680f7198193d8ac6ad (2026-03-05)
 
-GPUS maps a PCI device id (vendor 0x10de) to (name, open, legacy, first):
-  open   -- the list marks the id "kernelopen": the open kernel modules support it
-  legacy -- last driver branch supporting the id ("470"), "" when the current one does
-  first  -- first branch whose list names the id ("525"), "" when the oldest list
-            compared already did
+GPUS maps a PCI device id (vendor 0x10de) to (name, flavors, legacy, first):
+  flavors -- kernel modules NVIDIA supports on the id: "open" (only the open modules:
+             Blackwell and later, Grace Hopper), "either", "proprietary" (not the open ones)
+  legacy  -- last driver branch supporting the id ("470"), "" when current branches do
+  first   -- first branch whose list names the id ("570"), "" when the oldest input
+             already did
 
-It is built from _PACKED: for each (open, legacy, first), items "<ids>=<name>" separated by
-"; ", <ids> the device ids (4 hex digits, comma-separated) sharing that name. To find an id,
-search for its 4 digits (e.g. 2330).
+It is built from _PACKED: for each (flavors, legacy, first), items "<ids>=<name>" separated
+by "; ", <ids> the device ids (4 hex digits, comma-separated) sharing that name. To find an
+id, search for its 4 digits (e.g. 2330).
 """
 
-DRIVER = '525'
-SOURCE = (
-    'Ubuntu 20.04 nvidia-graphics-drivers-525 as of 2023-03-22 (patch release not recorded), '
-    'published by https://github.com/alex-tu-cc/get-nvidia-supported-gpus-json (gh-pages '
-    'branch, focal-nvidia-driver-525-supported-gpus.json; earlier lists '
-    'bionic-nvidia-driver-510/515-supported-gpus.json)'
+DRIVER = '595.45.04'
+SOURCES = (
+    '510 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages bionic-nvidia-driver-510-supported-gpus.json, commit d67e961e5fd85a02745052acfd13fc24e8449d60 (2022-12-02)',
+    '515 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages bionic-nvidia-driver-515-supported-gpus.json, commit d67e961e5fd85a02745052acfd13fc24e8449d60 (2022-12-02)',
+    '525 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages focal-nvidia-driver-525-supported-gpus.json, commit 40678c28e943cf34be39ee436b7a3cddf21bfebf (2023-03-22)',
+    '525 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 525.147.05 README.md (section "Compatible GPUs" to the end), commit 207a166fc33db90b5bc21395f8d6b5489603ac10 (2023-10-31)',
+    '535 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 535.288.01 README.md (section "Compatible GPUs" to the end), commit ef65a1309711a38041ece7ac3467d30a6e256d85 (2026-01-13)',
+    '545 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 545.29.06 README.md (section "Compatible GPUs" to the end), commit 4c29105335610933e744f4ab2524ea63fc39edaf (2023-11-21)',
+    '550 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 550.163.01 README.md (section "Compatible GPUs" to the end), commit 23e9e7621487fe632040a370249f690a456967dd (2025-04-17)',
+    '555 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 555.58.02 README.md (section "Compatible GPUs" to the end), commit 1795a8bb20fe09f9939ca3e82d76791f5741e467 (2024-07-01)',
+    '560 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 560.35.03 README.md (section "Compatible GPUs" to the end), commit ed4be649623435ebb04f5e93f859bf46d977daa4 (2024-08-19)',
+    '565 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 565.77 README.md (section "Compatible GPUs" to the end), commit 9d0b0414a5304c3679c5db9d44d2afba8e58cc1b (2024-12-05)',
+    '570 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 570.211.01 README.md (section "Compatible GPUs" to the end), commit 498793d5e2a86c981b83c1bfb31f1f4a082d0f7b (2026-01-13)',
+    '575 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 575.64.05 README.md (section "Compatible GPUs" to the end), commit d89031330084ad34dbfe15997454a4bb1674e0b1 (2025-07-22)',
+    '580 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 580.142 README.md (section "Compatible GPUs" to the end), commit 1a5075f82128be3603d4a4657c7b689234306778 (2026-03-10)',
+    '590 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 590.48.01 README.md (section "Compatible GPUs" to the end), commit 2ccbad25e1af6a6ee6f38cf569f89f8b65d658ab (2025-12-18)',
+    '595 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 595.45.04 README.md (section "Compatible GPUs" to the end), commit df1c9a3de2be4b130f4fc7680f7198193d8ac6ad (2026-03-05)',
 )
 
 _PACKED = {
-    (True, '', ''): (
-        '1e02=NVIDIA TITAN RTX; 1e04,1e07=NVIDIA GeForce RTX 2080 Ti; 1e30,1e36=Quadro RTX 6000; '
-        '1e78=Quadro RTX 8000; 1e81=NVIDIA GeForce RTX 2080 SUPER; 1e82,1e87,1e90,1ed0=NVIDIA GeForce RTX 2080; '
-        '1e84,1ec2,1ec7=NVIDIA GeForce RTX 2070 SUPER; '
+    ('open', '', '535'): (
+        '2342=NVIDIA GH200 120GB; '
+    ),
+    ('open', '', '565'): (
+        '2348=NVIDIA GH200 144G HBM3e; '
+    ),
+    ('open', '', '570'): (
+        '2901=NVIDIA B200; 2941=NVIDIA GB200; 2b85=NVIDIA GeForce RTX 5090; 2b87=NVIDIA GeForce RTX 5090 D; '
+        '2bb1=NVIDIA RTX PRO 6000 Blackwell Workstation Edition; 2bb3=NVIDIA RTX PRO 5000 Blackwell; '
+        '2bb4=NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition; 2c02=NVIDIA GeForce RTX 5080; '
+        '2c05=NVIDIA GeForce RTX 5070 Ti; 2c18,2c58=NVIDIA GeForce RTX 5090 Laptop GPU; '
+        '2c19,2c59=NVIDIA GeForce RTX 5080 Laptop GPU; 2c31=NVIDIA RTX PRO 4500 Blackwell; '
+        '2c33=NVIDIA RTX PRO 4000 Blackwell SFF Edition; 2c34=NVIDIA RTX PRO 4000 Blackwell; '
+        '2c38=NVIDIA RTX PRO 5000 Blackwell Generation Laptop GPU; '
+        '2c39=NVIDIA RTX PRO 4000 Blackwell Generation Laptop GPU; 2c79=NVIDIA RTX PRO 4000 Blackwell Embedded GPU; '
+        '2d04=NVIDIA GeForce RTX 5060 Ti; 2d05=NVIDIA GeForce RTX 5060; '
+        '2d18,2d58=NVIDIA GeForce RTX 5070 Laptop GPU; 2d19,2d59=NVIDIA GeForce RTX 5060 Laptop GPU; '
+        '2d30=NVIDIA RTX PRO 2000 Blackwell; 2d39=NVIDIA RTX PRO 2000 Blackwell Generation Laptop GPU; '
+        '2d79=NVIDIA RTX PRO 2000 Blackwell Embedded GPU; 2d98,2dd8=NVIDIA GeForce RTX 5050 Laptop GPU; '
+        '2db8=NVIDIA RTX PRO 1000 Blackwell Generation Laptop GPU; '
+        '2db9=NVIDIA RTX PRO 500 Blackwell Generation Laptop GPU; 2df9=NVIDIA RTX PRO 500 Blackwell Embedded GPU; '
+        '2f04=NVIDIA GeForce RTX 5070; 2f18,2f58=NVIDIA GeForce RTX 5070 Ti Laptop GPU; '
+        '2f38=NVIDIA RTX PRO 3000 Blackwell Generation Laptop GPU; '
+    ),
+    ('open', '', '575'): (
+        '2bb5=NVIDIA RTX PRO 6000 Blackwell Server Edition; 2d83=NVIDIA GeForce RTX 5050; '
+    ),
+    ('open', '', '580'): (
+        '29bb=NVIDIA DRIVE P2021; 2b8c=NVIDIA GeForce RTX 5090 D v2; 2bb9=NVIDIA RTX 6000D; '
+        '2c3a=NVIDIA RTX PRO 4500 Blackwell Server Edition; 2c77=NVIDIA RTX PRO 5000 Blackwell Embedded GPU; '
+        '2e12=NVIDIA GB10; 3182=NVIDIA B300 SXM6 AC; 31c2=NVIDIA GB300; '
+    ),
+    ('either', '', ''): (
+        '1e02=NVIDIA TITAN RTX; 1e04,1e07=NVIDIA GeForce RTX 2080 Ti; 1e09=NVIDIA CMP 50HX; '
+        '1e30,1e36=Quadro RTX 6000; 1e78=Quadro RTX 8000; 1e81=NVIDIA GeForce RTX 2080 SUPER; '
+        '1e82,1e87,1e90,1ed0=NVIDIA GeForce RTX 2080; 1e84,1ec2,1ec7=NVIDIA GeForce RTX 2070 SUPER; '
         '1e89,1f03,1f08,1f11,1f12,1f15,1f51,1f55=NVIDIA GeForce RTX 2060; 1e91,1ed1=NVIDIA GeForce RTX 2070 Super; '
         '1e93,1ed3=NVIDIA GeForce RTX 2080 Super; 1eb0,1eb5,1ef5=Quadro RTX 5000; 1eb1,1eb6=Quadro RTX 4000; '
         '1f02,1f07,1f10,1f14,1f50,1f54=NVIDIA GeForce RTX 2070; 1f06,1f42,1f47=NVIDIA GeForce RTX 2060 SUPER; '
-        '1f0a,1f82,1f91,1f96,1f99,1f9d,1fdd,2188=NVIDIA GeForce GTX 1650; 1f36,1f76=Quadro RTX 3000; '
-        '1f83=NVIDIA GeForce GTX 1630; 1f95,2192=NVIDIA GeForce GTX 1650 Ti; 1f97,1f98,1f9c=NVIDIA GeForce MX450; '
-        '1f9f,1fa0=NVIDIA GeForce MX550; 1fb0=NVIDIA T1000; 1fb1=NVIDIA T600; 1fb2=NVIDIA T400; '
-        '1fb6,1fba=NVIDIA T600 Laptop GPU; 1fb7=NVIDIA T550 Laptop GPU; 1fb8=Quadro T2000; 1fb9,1ff9=Quadro T1000; '
-        '1fbb=NVIDIA T500; 1fbc=NVIDIA T1200 Laptop GPU; 1ff0=NVIDIA T1000 8GB; 1ff2=NVIDIA T400 4GB; '
-        '20b0=NVIDIA A100-SXM4-40GB; 20b2=NVIDIA A100-SXM4-80GB; 20b3=NVIDIA A100-SXM-64GB; '
+        '1f0a,1f82,1f91,1f96,1f99,1f9d,1fdd,2188=NVIDIA GeForce GTX 1650; 1f0b=NVIDIA CMP 40HX; '
+        '1f36,1f76=Quadro RTX 3000; 1f83=NVIDIA GeForce GTX 1630; 1f95,2192=NVIDIA GeForce GTX 1650 Ti; '
+        '1f97,1f98,1f9c=NVIDIA GeForce MX450; 1f9f,1fa0=NVIDIA GeForce MX550; 1fb0=NVIDIA T1000; 1fb1=NVIDIA T600; '
+        '1fb2=NVIDIA T400; 1fb6,1fba=NVIDIA T600 Laptop GPU; 1fb7=NVIDIA T550 Laptop GPU; 1fb8=Quadro T2000; '
+        '1fb9,1ff9=Quadro T1000; 1fbb=NVIDIA T500; 1fbc=NVIDIA T1200 Laptop GPU; 1ff0=NVIDIA T1000 8GB; '
+        '1ff2=NVIDIA T400 4GB; 20b0=NVIDIA A100-SXM4-40GB; 20b2=NVIDIA A100-SXM4-80GB; 20b3=NVIDIA A100-SXM-64GB; '
         '20b5=NVIDIA A100 80GB PCIe; 20b6=NVIDIA PG506-232; 20b7=NVIDIA A30; 20f1=NVIDIA A100-PCIE-40GB; '
-        '20f3=NVIDIA A800-SXM4-80GB; 20f5=NVIDIA A800 80GB PCIe; 2182,2191,21d1=NVIDIA GeForce GTX 1660 Ti; '
-        '2184=NVIDIA GeForce GTX 1660; 2187=NVIDIA GeForce GTX 1650 SUPER; 21c4=NVIDIA GeForce GTX 1660 SUPER; '
+        '20f3=NVIDIA A800-SXM4-80GB; 20f5=NVIDIA A800 80GB PCIe; 20f6=NVIDIA A800 40GB Active; '
+        '2182,2191,21d1=NVIDIA GeForce GTX 1660 Ti; 2184=NVIDIA GeForce GTX 1660; '
+        '2187=NVIDIA GeForce GTX 1650 SUPER; 2189=NVIDIA CMP 30HX; 21c4=NVIDIA GeForce GTX 1660 SUPER; '
         '2203=NVIDIA GeForce RTX 3090 Ti; 2204=NVIDIA GeForce RTX 3090; 2206,220a,2216=NVIDIA GeForce RTX 3080; '
         '2207,2482=NVIDIA GeForce RTX 3070 Ti; 2208=NVIDIA GeForce RTX 3080 Ti; 220d=NVIDIA CMP 90HX; '
         '2230=NVIDIA RTX A6000; 2231=NVIDIA RTX A5000; 2232=NVIDIA RTX A4500; 2233=NVIDIA RTX A5500; '
@@ -62,16 +118,49 @@ _PACKED = {
         '25b8=NVIDIA RTX A2000 Laptop GPU; 25b9=NVIDIA RTX A1000 Laptop GPU; 25ba=NVIDIA RTX A2000 8GB Laptop GPU; '
         '25bb=NVIDIA RTX A500 Laptop GPU; 25f9=NVIDIA RTX A1000 Embedded GPU; 25fa=NVIDIA RTX A2000 Embedded GPU; '
     ),
-    (True, '', '525'): (
-        '2330=NVIDIA H100 80GB HBM3; 2331=NVIDIA H100 PCIe; 2582=NVIDIA GeForce RTX 3050; '
+    ('either', '', '525'): (
+        '2322=NVIDIA H800 PCIe; 2324=NVIDIA H800; 2330=NVIDIA H100 80GB HBM3; 2331=NVIDIA H100 PCIe; '
+        '2339=NVIDIA H100; 24c7=NVIDIA GeForce RTX 3060; 2582=NVIDIA GeForce RTX 3050; '
         '25ab=NVIDIA GeForce RTX 3050 4GB Laptop GPU; 25ac,25ec=NVIDIA GeForce RTX 3050 6GB Laptop GPU; '
-        '25ad,25ed=NVIDIA GeForce RTX 2050; 25fb=NVIDIA RTX A500 Embedded GPU; 2684=NVIDIA GeForce RTX 4090; '
-        '26b1=NVIDIA RTX 6000 Ada Generation; 26b5=NVIDIA L40; 2704=NVIDIA GeForce RTX 4080; '
-        '2717,2757=NVIDIA GeForce RTX 4090 Laptop GPU; 2782=NVIDIA GeForce RTX 4070 Ti; '
-        '27a0,27e0=NVIDIA GeForce RTX 4080 Laptop GPU; 2820,2860=NVIDIA GeForce RTX 4070 Laptop GPU; '
+        '25ad,25ed=NVIDIA GeForce RTX 2050; 25bc=NVIDIA RTX A1000 6GB Laptop GPU; 25bd=NVIDIA RTX A500 Laptop GPU; '
+        '25fb=NVIDIA RTX A500 Embedded GPU; 2684=NVIDIA GeForce RTX 4090; 26b1=NVIDIA RTX 6000 Ada Generation; '
+        '26b5=NVIDIA L40; 2704=NVIDIA GeForce RTX 4080; 2717,2757=NVIDIA GeForce RTX 4090 Laptop GPU; '
+        '2730=NVIDIA RTX 5000 Ada Generation Laptop GPU; 2770=NVIDIA RTX 5000 Ada Generation Embedded GPU; '
+        '2782=NVIDIA GeForce RTX 4070 Ti; 2786=NVIDIA GeForce RTX 4070; '
+        '27a0,27e0=NVIDIA GeForce RTX 4080 Laptop GPU; 27b0=NVIDIA RTX 4000 SFF Ada Generation; 27b8=NVIDIA L4; '
+        '27ba=NVIDIA RTX 4000 Ada Generation Laptop GPU; 27bb=NVIDIA RTX 3500 Ada Generation Laptop GPU; '
+        '2803,2805=NVIDIA GeForce RTX 4060 Ti; 2820,2860=NVIDIA GeForce RTX 4070 Laptop GPU; '
+        '2838=NVIDIA RTX 3000 Ada Generation Laptop GPU; 2882=NVIDIA GeForce RTX 4060; '
         '28a0,28e0=NVIDIA GeForce RTX 4060 Laptop GPU; 28a1,28e1=NVIDIA GeForce RTX 4050 Laptop GPU; '
+        '28b8=NVIDIA RTX 2000 Ada Generation Laptop GPU; 28f8=NVIDIA RTX 2000 Ada Generation Embedded GPU; '
     ),
-    (False, '', ''): (
+    ('either', '', '535'): (
+        '20bd=NVIDIA A800-SXM4-40GB; 20fd=NVIDIA AX800; 2321=NVIDIA H100 NVL; 2329=NVIDIA H20; 232c=NVIDIA H20-3e; '
+        '233a=NVIDIA H800 NVL; 2584=NVIDIA GeForce RTX 3050; 26b2=NVIDIA RTX 5000 Ada Generation; '
+        '26b3=NVIDIA RTX 5880 Ada Generation; 26b9=NVIDIA L40S; 26ba=NVIDIA L20; '
+        '27b1=NVIDIA RTX 4500 Ada Generation; 27b2=NVIDIA RTX 4000 Ada Generation; 27b6=NVIDIA L2; '
+        '27fb=NVIDIA RTX 3500 Ada Generation Embedded GPU; 28b9=NVIDIA RTX 1000 Ada Generation Laptop GPU; '
+        '28ba,28bb=NVIDIA RTX 500 Ada Generation Laptop GPU; '
+    ),
+    ('either', '', '550'): (
+        '2335=NVIDIA H200; 25b0=NVIDIA RTX A1000; 25b2=NVIDIA RTX A400; 2685=NVIDIA GeForce RTX 4090 D; '
+        '2702=NVIDIA GeForce RTX 4080 SUPER; 2705=NVIDIA GeForce RTX 4070 Ti SUPER; 2709=NVIDIA GeForce RTX 4070; '
+        '2783=NVIDIA GeForce RTX 4070 SUPER; 2788=NVIDIA GeForce RTX 4060 Ti; 2808=NVIDIA GeForce RTX 4060; '
+        '2822,28a3,28e3=NVIDIA GeForce RTX 3050 A Laptop GPU; 28b0=NVIDIA RTX 2000 Ada Generation; '
+    ),
+    ('either', '', '555'): (
+        '2689=NVIDIA GeForce RTX 4070 Ti SUPER; '
+    ),
+    ('either', '', '565'): (
+        '233b=NVIDIA H200 NVL; '
+    ),
+    ('either', '', '575'): (
+        '1eb8=Tesla T4; '
+    ),
+    ('either', '', '580'): (
+        '230e=NVIDIA H20 NVL16; '
+    ),
+    ('proprietary', '', ''): (
         '1340=NVIDIA GeForce 830M; 1341,1393=NVIDIA GeForce 840M; 1344,1390,1398=NVIDIA GeForce 845M; '
         '1346,1349=NVIDIA GeForce 930M; 1347,139c=NVIDIA GeForce 940M; 1348,1399=NVIDIA GeForce 945M; '
         '134b,134d,179c=NVIDIA GeForce 940MX; 134e=NVIDIA GeForce 930MX; 134f=NVIDIA GeForce 920MX; '
@@ -102,10 +191,9 @@ _PACKED = {
         '1d16=NVIDIA GeForce MX330; 1d33=Quadro P500; 1d34=Quadro P520; 1d81=NVIDIA TITAN V; '
         '1db1=Tesla V100-SXM2-16GB; 1db3=Tesla V100-FHHL-16GB; 1db4=Tesla V100-PCIE-16GB; 1db5=Tesla V100-SXM2-32GB; '
         '1db6=Tesla V100-PCIE-32GB; 1db7=Tesla V100-DGXS-32GB; 1db8=Tesla V100-SXM3-32GB; 1dba=Quadro GV100; '
-        '1df0=Tesla PG500-216; 1df2=Tesla PG503-216; 1df6=Tesla V100S-PCIE-32GB; 1e09=NVIDIA CMP 50HX; '
-        '1f0b=NVIDIA CMP 40HX; 2189=NVIDIA CMP 30HX; '
+        '1df0=Tesla PG500-216; 1df2=Tesla PG503-216; 1df6=Tesla V100S-PCIE-32GB; '
     ),
-    (False, '173.14', ''): (
+    ('proprietary', '173.14', ''): (
         '00fa=GeForce PCX 5750; 00fb=GeForce PCX 5900; 00fc=Quadro FX 330/GeForce PCX 5300; '
         '00fd=Quadro FX 330/Quadro NVS 280 PCI-E; 00fe=Quadro FX 1300; 0301=GeForce FX 5800 Ultra; '
         '0302=GeForce FX 5800; 0308=Quadro FX 2000; 0309=Quadro FX 1000; 0311=GeForce FX 5600 Ultra; '
@@ -118,7 +206,7 @@ _PACKED = {
         '033f=Quadro FX 700; 0341=GeForce FX 5700 Ultra; 0342=GeForce FX 5700; 0343=GeForce FX 5700LE; '
         '0344=GeForce FX 5700VE; 0347,0348=GeForce FX Go5700; 034c=Quadro FX Go1000; 034e=Quadro FX 1100; '
     ),
-    (False, '304', ''): (
+    ('proprietary', '304', ''): (
         '0040,00f9=GeForce 6800 Ultra; 0041,00c1,0211=GeForce 6800; 0042,00c2,0212=GeForce 6800 LE; '
         '0043=GeForce 6800 XE; 0044,0048,00c3,0218=GeForce 6800 XT; 0045,0046,0215=GeForce 6800 GT; '
         '0047,00c0,00f6=GeForce 6800 GS; 004e=Quadro FX 4000; 0090,0091=GeForce 7800 GTX; 0092=GeForce 7800 GT; '
@@ -148,7 +236,7 @@ _PACKED = {
         '07e1=GeForce 7100 / nForce 630i; 07e2=GeForce 7050 / nForce 630i; 07e3=GeForce 7050 / nForce 610i; '
         '07e5=GeForce 7050 / nForce 620i; '
     ),
-    (False, '340', ''): (
+    ('proprietary', '340', ''): (
         '0191=GeForce 8800 GTX; 0193=GeForce 8800 GTS; 0194=GeForce 8800 Ultra; 0197=Tesla C870; '
         '019d=Quadro FX 5600; 019e=Quadro FX 4600; 0400=GeForce 8600 GTS; 0401,0402=GeForce 8600 GT; '
         '0403=GeForce 8600 GS; 0404,0422,0424,06e4=GeForce 8400 GS; 0405=GeForce 9500M GS; '
@@ -194,10 +282,10 @@ _PACKED = {
         '0caf=GeForce GT 335M; 0cb0=GeForce GTS 350M; 0cb1=GeForce GTS 360M; 0cbc=Quadro FX 1800M; '
         '10c3=GeForce 8400GS; 10d8=NVS 300; '
     ),
-    (False, '367', ''): (
+    ('proprietary', '367', ''): (
         '0fef=GRID K340; 0ff2=GRID K1; 11bf=GRID K2; '
     ),
-    (False, '390', ''): (
+    ('proprietary', '390', ''): (
         '06c0=GeForce GTX 480; 06c4=GeForce GTX 465; 06ca=GeForce GTX 480M; 06cd=GeForce GTX 470; '
         '06d1=Tesla C2050 / C2070; 06d2=Tesla M2070; 06d8,06dc=Quadro 6000; 06d9=Quadro 5000; 06da=Quadro 5000M; '
         '06dd=Quadro 4000; 06de=Tesla T20 Processor; 06df=Tesla M2070-Q; 0dc0,0de0=GeForce GT 440; '
@@ -219,7 +307,7 @@ _PACKED = {
         '1210=GeForce GTX 570M; 1211=GeForce GTX 580M; 1212=GeForce GTX 675M; 1213=GeForce GTX 670M; '
         '1241,1243=GeForce GT 545; 1244=GeForce GTX 550 Ti; 124b=GeForce GT 640; 1251=GeForce GTX 560M; '
     ),
-    (False, '470', ''): (
+    ('proprietary', '470', ''): (
         '0fc6,11c8=GeForce GTX 650; 0fc8,11c5,11cb=GeForce GT 740; 0fc9,1287=GeForce GT 730; '
         '0fcd,0fea=GeForce GT 755M; 0fce,0fd3=GeForce GT 640M LE; 0fd1,0fd5=GeForce GT 650M; '
         '0fd2,0fd8=GeForce GT 640M; 0fd4,0fe0=GeForce GTX 660M; 0fd9=GeForce GT 645M; 0fdf,1292=GeForce GT 740M; '
@@ -242,12 +330,12 @@ _PACKED = {
         '1286,1288=GeForce GT 720; 1291=GeForce GT 735M; 1295=GeForce 710M; 1296=GeForce 825M; 1298=GeForce GT 720M; '
         '1299=GeForce 920M; 129a=GeForce 910M; 12b9=Quadro K610M; 12ba=Quadro K510M; '
     ),
-    (False, '71.86', ''): (
+    ('proprietary', '71.86', ''): (
         '0020=RIVA TNT; 0028=RIVA TNT2/TNT2 Pro; 0029=RIVA TNT2 Ultra; 002c=Vanta/Vanta LT; '
         '002d=RIVA TNT2 Model 64/Model 64 Pro; 00a0=Aladdin TNT2; 0100=GeForce 256; 0101=GeForce DDR; 0103=Quadro; '
         '0150=GeForce2 GTS/GeForce2 Pro; 0151=GeForce2 Ti; 0152=GeForce2 Ultra; 0153=Quadro2 Pro; '
     ),
-    (False, '96.43', ''): (
+    ('proprietary', '96.43', ''): (
         '0110=GeForce2 MX/MX 400; 0111=GeForce2 MX 100/200; 0112=GeForce2 Go; 0113=Quadro2 MXR/EX/Go; '
         '0170=GeForce4 MX 460; 0171=GeForce4 MX 440; 0172=GeForce4 MX 420; 0173=GeForce4 MX 440-SE; '
         '0174=GeForce4 440 Go; 0175=GeForce4 420 Go; 0176=GeForce4 420 Go 32M; 0177=GeForce4 460 Go; '

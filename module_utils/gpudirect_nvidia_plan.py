@@ -375,15 +375,17 @@ def decide(found, options):
 
     :param found: ``probe()``'s result.
     :param options: ``branch``, ``branch_unlisted_ok``, ``version``, ``flavor``, ``flavor_fallback``,
-        ``fabricmanager``, ``os_family``, ``gpus`` (``ansible_facts.gpudirect.gpus``), ``hold``,
+        ``gpu_support`` (``nvidia_driver_gpu_support``), ``fabricmanager``, ``os_family``, ``gpus`` (``ansible_facts.gpudirect.gpus``), ``hold``,
         ``blacklist_nouveau``, ``persistenced``, ``rebuild_on_ofed_change``, ``ofed_changed``.
     :returns: the plan (see the module's RETURN); ``changes`` and ``disruption`` are sentences.
     :raises PlanError: on a request that cannot be served, naming the value and the knob.
     """
     try:
-        branch_check = check_branch(options.get("branch"), options.get("gpus"), options.get("branch_unlisted_ok"))
+        support = options.get("gpu_support") or {}
+        branch_check = check_branch(options.get("branch"), options.get("gpus"), options.get("branch_unlisted_ok"),
+                                    support)
         flavor = choose_flavor(options.get("gpus"), options.get("flavor") or "auto",
-                               options.get("flavor_fallback") or "open")
+                               options.get("flavor_fallback") or "open", support)
         branch = branch_check["branch"]
         version = str(options.get("version") or "").strip()
         if version:

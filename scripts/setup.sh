@@ -2,7 +2,7 @@
 # Install what the project needs on a fresh Debian 12 machine that reaches only
 # PyPI and Debian's mirror: Debian packages for the test nodes, and a Python
 # virtual environment with the pinned toolchain. Safe to run again: it installs
-# only what is missing or what requirements.txt changed.
+# only what is missing or what requirements.txt / requirements-test.txt changed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -27,12 +27,14 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# requirements.txt: what runs the toolkit; requirements-test.txt: what tests and lints it.
+# The stamp is one digest over both files, so a change to either reinstalls.
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-test.txt | sha256sum | cut -d' ' -f1)
 if [[ ! -x .venv/bin/python ]] || [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  echo "[setup] Python venv .venv from requirements.txt"
+  echo "[setup] Python venv .venv from requirements.txt and requirements-test.txt"
   python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt -r requirements-test.txt
   echo "$want" >"$stamp"
 fi
 echo "[setup] ready: ansible-core $(.venv/bin/python -c "import ansible.release as r; print(r.__version__)")"

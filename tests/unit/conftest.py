@@ -13,8 +13,9 @@ import ansible.module_utils
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHARED_FIXTURES = os.path.join(ROOT, "..", "shared", "fixtures")
 PROJECT_FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+# the H200 node's raw outputs (nvidia-smi, sysfs, /proc; README.md one folder up)
+H200_CAPTURE = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "capture")
 
 _mu = os.path.join(ROOT, "module_utils")
 if _mu not in ansible.module_utils.__path__:

@@ -4,7 +4,7 @@ The probes (roles/*/files/*_probe.py, and module_utils/gpudirect_nvidia_plan.pro
 ``Host.plan_host()``) read files and run commands; here they read a table of files and get
 canned command output instead, so what each probe makes of a
 host is tested without that host.  ``gpu_node()`` is the real GPU node as captured in
-tests/fixtures/gpu_node/h200 and ../shared/fixtures/h200: Ubuntu 24.04, kernel
+tests/fixtures/gpu_node/h200 and its capture/: Ubuntu 24.04, kernel
 6.18.44 without /lib/modules (modinfo finds nothing), the open NVIDIA module
 580.159.04 loaded but no driver package, libibverbs.so.1 of rdma-core 50.0.
 
@@ -23,7 +23,7 @@ from contextlib import redirect_stdout
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
-# /proc/driver/nvidia/version on the GPU node (../shared/fixtures/h200/system.txt)
+# /proc/driver/nvidia/version on the GPU node (tests/fixtures/gpu_node/h200/capture/system.txt)
 PROC_OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n"
              "GCC version:  gcc version 15.3.0 (GCC) \n")
 PROC_PROPRIETARY = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed Jan 22 00:53:18 UTC 2025\n"

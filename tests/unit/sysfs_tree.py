@@ -12,7 +12,7 @@ The layout follows the kernel's:
   directories below the PCI function (or below ``sys/devices/virtual``).
 
 Scenario builders at the bottom model a real GPU server, the real H200 capture
-(``shared/fixtures/h200``) and one small tree per distance class.
+(``tests/fixtures/gpu_node/h200/capture``) and one small tree per distance class.
 """
 
 import gzip
@@ -362,7 +362,7 @@ H200_LINE = re.compile(r"^(?P<addr>\S+) vendor=(?P<vendor>\S+) device=(?P<device
 
 
 def h200_capture(base, fixtures_dir):
-    """The real H200 node from ``shared/fixtures/h200``: every PCI function of
+    """The real H200 node from ``tests/fixtures/gpu_node/h200/capture``: every PCI function of
     sysfs.txt on the root bus of pci0000:00 (a flat VM bus, no config files in
     the capture), the modules of /sys/module, an empty /sys/class/infiniband,
     the kernel config as /proc/config.gz, and osrelease + the NVIDIA version

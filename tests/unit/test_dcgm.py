@@ -24,7 +24,9 @@ def by_name(parsed):
 
 
 def test_text_v3_metadata_and_rows():
-    p = d.parse_diag(read("diag-text-v3.3.1-r2-excerpt.txt"), 0)
+    p = d.parse_table(read("diag-text-v3.3.1-r2-excerpt.txt"))
+    p["counts"] = {s: sum(t["status"] == s for t in p["tests"]) for s in d.STATUSES}
+    p["ok"] = p["counts"]["Fail"] == 0
     assert p["format"] == "text"
     assert (p["dcgm_version"], p["driver_version"]) == ("3.3.1", "535.129.03")
     assert [t["name"] for t in p["tests"]][:3] == ["Denylist", "NVML Library", "CUDA Main Library"]
@@ -33,22 +35,23 @@ def test_text_v3_metadata_and_rows():
 
 
 def test_text_v3_categories_without_metadata():
-    p = d.parse_diag(read("diag-text-v3.0.4-r3-excerpt.txt"), 0)
-    assert p["dcgm_version"] is None and len(p["tests"]) == 9 and by_name(p)["Inforom"]["status"] == "Pass"
+    p = d.parse_table(read("diag-text-v3.0.4-r3-excerpt.txt"))
+    assert p["complete"] is False and p["dcgm_version"] is None and len(p["tests"]) == 9 and by_name(p)["Inforom"]["status"] == "Pass"
 
 
 def test_text_v4_entity_rows():
-    p = d.parse_diag(read("diag-text-v4.2.3-excerpt.txt"), 0)
+    p = d.parse_table(read("diag-text-v4.2.3-excerpt.txt"))
     software = by_name(p)["software"]
     assert software["status"] == "Pass" and software["category"] == "Deployment"
     assert [e["entity"] for e in software["entities"]] == ["GPU0", "GPU1", "GPU2", "GPU3"]
-    assert p["dcgm_version"] == "4.2.3" and p["counts"]["Pass"] == 1
+    assert p["dcgm_version"] == "4.2.3" and [t["name"] for t in p["tests"]] == ["software"]
 
 
 def test_text_fail_row_and_old_pass_all_wording():
     text = read("diag-text-v3.0.4-r3-excerpt.txt").replace(
         "| Persistence Mode          | Pass  ", "| Persistence Mode          | Fail  ") + (
-        "| PCIe                      | Pass - All                                     |\n")
+        "| PCIe                      | Pass - All                                     |\n"
+        "+---------------------------+------------------------------------------------+\n")
     p = d.parse_diag(text, 226)
     assert by_name(p)["Persistence Mode"]["status"] == "Fail" and by_name(p)["PCIe"]["status"] == "Pass"
     assert by_name(p)["PCIe"]["category"] == "Integration"
@@ -126,3 +129,75 @@ def test_judge():
     assert broken["status"] == "failed" and "host engine" in broken["reason"]
     skipped = d.judge(level=1, missing="dcgmi is not installed")
     assert skipped["status"] == "skipped" and skipped["summary"] == "dcgm: not run: dcgmi is not installed"
+
+
+@pytest.mark.parametrize("name", ["diag-text-v3.3.1-r2-excerpt.txt", "diag-text-v3.0.4-r3-excerpt.txt",
+                                  "diag-text-v4.2.3-excerpt.txt", "diag-text-v3.3.1-r2-hardware-excerpt.txt"])
+def test_truncated_tables_never_pass(name):
+    assert d.parse_table(read(name))["complete"] is False
+    with pytest.raises(d.DcgmOutputError, match="ends before its closing line"):
+        d.parse_diag(read(name), 0)
+    assert d.judge({"stdout": read(name), "rc": 0}, level=1)["status"] == "failed"
+
+
+def test_text_v2_blacklist_era_full_table():
+    p = d.parse_diag(read("diag-text-v2-r4-pass-gcm.txt"), 0)
+    assert p["ok"] and p["counts"] == {"Pass": 18, "Fail": 0, "Warn": 0, "Skip": 0}
+    assert by_name(p)["Blacklist"]["category"] == "Deployment" and by_name(p)["Memtest"]["category"] == "Stress"
+
+
+def test_text_v3_fail_all_with_warning_and_info_rows():
+    p = d.parse_diag(read("diag-text-v3.3.8-r3-cuinit-fail.txt"), 226)
+    t = by_name(p)
+    assert (p["dcgm_version"], p["driver_version"]) == ("3.3.8", "560.35.03")
+    assert t["GPU Memory"]["status"] == "Fail" and t["PCIe"]["status"] == "Skip" and not p["ok"]
+    warnings = [x for x in t["GPU Memory"]["details"] if x["kind"] == "warning"]
+    assert [w["entity"] for w in warnings] == ["GPU%d" % i for i in range(8)]
+    assert warnings[0]["text"].startswith("GPU 0 Error using CUDA API cuInit Check DCGM and system logs for errors.")
+    assert "Unable to initialize CUDA library: 'system not yet initialized'" in warnings[3]["text"]
+    info = t["Persistence Mode"]["details"][0]
+    assert info["kind"] == "info" and t["Persistence Mode"]["status"] == "Pass"
+    assert 'Enable persistence mode by running "nvidia-smi -i <gpuId> -pm 1 " as root.' in info["text"]
+    line = d.diag_summary(p, 3)
+    assert "GPU Memory Fail: GPU 0 Error using CUDA API cuInit" in line and line.startswith(
+        "dcgmi diag -r 3: 9 Pass, 1 Fail, 0 Warn, 3 Skip (DCGM 3.3.8)")
+
+
+def test_text_v3_per_gpu_result_rows():
+    p = d.parse_table(read("diag-text-v3.3.1-r2-hardware-excerpt.txt"))
+    memory = by_name(p)["GPU Memory"]
+    assert memory["status"] == "Fail"   # "Pass - GPU: 1" first, then "Fail - GPU: 0": never a pass
+    assert [(e["entity"], e["status"]) for e in memory["entities"]] == [("GPU1", "Pass"), ("GPU0", "Fail")]
+    assert memory["entities"][1]["warnings"][0].endswith("'CUDA-capable device(s) is/are busy or unavailable'.")
+    assert by_name(p)["Diagnostic"]["details"][0]["text"].startswith("GPU 0 API call cuMemGetInfo failed: 'context is destroyed'")
+    assert by_name(p)["Targeted Stress"]["status"] == "Fail"
+
+
+def test_text_v4_entity_warning_rows():
+    p = d.parse_diag(read("diag-text-v4-shape-memory-fail.txt"), 0)
+    memory = by_name(p)["memory"]
+    assert memory["status"] == "Fail" and not p["ok"]
+    assert [(e["entity"], e["status"]) for e in memory["entities"]] == [("GPU0", "Pass"), ("GPU1", "Fail")]
+    assert memory["entities"][1]["warnings"] == [
+        "Error using CUDA API cuInit Check DCGM and system logs for errors. Reset GPU. Restart DCGM. Rerun diagnostics."]
+    assert by_name(p)["pcie"]["status"] == "Skip"   # "Not Run"
+    assert "memory Fail [GPU1]: Error using CUDA API cuInit" in d.diag_summary(p, 2)
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("| memory                    | Fail    ", "| memory                    | Broken  ", "'Broken'"),
+    ("|                           | GPU1: Fail ", "|                           | GPU1: Odd  ", "'GPU1: Odd'"),
+    ("| memory                    | Fail    ", "| memory                    |         ", "none of"),
+    ("|                           | GPU1: Fail ", "|                           | whatever   ", "neither a per-GPU result"),
+])
+def test_text_unknown_words_are_errors_not_passes(old, new, match):
+    text = read("diag-text-v4-shape-memory-fail.txt")
+    assert old in text
+    with pytest.raises(d.DcgmOutputError, match=match):
+        d.parse_diag(text.replace(old, new), 0)
+
+
+def test_text_rows_after_the_closing_line_are_refused():
+    text = read("diag-text-v2-r4-pass-gcm.txt") + "| PCIe                      | Fail - All                                     |\n"
+    with pytest.raises(d.DcgmOutputError, match="after its closing line"):
+        d.parse_diag(text, 0)

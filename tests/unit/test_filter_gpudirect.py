@@ -1,7 +1,7 @@
 """Unit tests for filter_plugins/gpudirect.py (the parser and the verdict: module_utils/gpudirect_topo_matrix.py).
 
-The topology tests run on real ``nvidia-smi topo -m`` captures: the H200 capture
-shared beside the repository, and public outputs stored under
+The topology tests run on real ``nvidia-smi topo -m`` captures: the one from the
+project's H200 node (tests/fixtures/gpu_node/h200/capture/), and public outputs stored under
 tests/fixtures/topo/ (their sources are listed in the README.md there).  The
 OFED parser is tested in test_gpudirect_ofed.py and test_versions.py (module_utils/gpudirect_versions.py).
 """
@@ -10,7 +10,7 @@ import os
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from conftest import PROJECT_FIXTURES, SHARED_FIXTURES
+from conftest import H200_CAPTURE, PROJECT_FIXTURES
 
 import gpudirect
 from gpudirect import (
@@ -20,7 +20,7 @@ from gpudirect import (
 )
 
 TOPO_DIR = os.path.join(PROJECT_FIXTURES, "topo")
-H200_TOPO = os.path.join(SHARED_FIXTURES, "h200", "nvidia-smi-topo.txt")
+H200_TOPO = os.path.join(H200_CAPTURE, "nvidia-smi-topo.txt")
 
 PUBLIC_TOPO_FIXTURES = [
     "rtx6000ada_4gpu_4nic_spaces.txt",
@@ -72,7 +72,7 @@ def h200_text():
 def test_h200_gpu_only_capture_with_ansi_header(h200_text):
     assert (
         "\x1b[4m" in h200_text
-    ), "the shared capture is expected to carry the ANSI underline"
+    ), "the H200 capture is expected to carry the ANSI underline"
     topo = nvidia_topo_matrix(h200_text)
     assert topo == {
         "devices": ["GPU0"],

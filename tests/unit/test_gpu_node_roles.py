@@ -1,6 +1,6 @@
 """nvidia_driver and gpudirect_peermem on the GPU node, whose driver came with its image.
 
-The node (tests/fixtures/gpu_node/h200, ../shared/fixtures/h200): Ubuntu 24.04, kernel
+The node (tests/fixtures/gpu_node/h200 and its capture/): Ubuntu 24.04, kernel
 6.18.44 with no /lib/modules, the open NVIDIA module 580.159.04 loaded but no driver
 package, libibverbs.so.1 of rdma-core 50.0.  The nvidia_driver plan (module_utils/
 gpudirect_nvidia_plan.py) and the peer-memory probe run on a simulation of it

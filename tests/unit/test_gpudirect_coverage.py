@@ -15,7 +15,7 @@ from ansible.errors import AnsibleFilterError
 import gpudirect_verify as verify  # filter_plugins/gpudirect_verify.py
 from ansible.module_utils import gpudirect_coverage as coverage
 from ansible.module_utils.gpudirect_topology import DISTANCE_CLASSES
-from conftest import PROJECT_FIXTURES, SHARED_FIXTURES
+from conftest import H200_CAPTURE, PROJECT_FIXTURES
 from gpudirect import nvidia_topo_matrix  # filter_plugins/gpudirect.py
 
 
@@ -117,10 +117,26 @@ def test_host_memory_and_nodes_without_gpu_test_the_nics_alone():
         vm = json.load(handle)
     vm = vm.get("ansible_facts", {}).get("gpudirect", vm)
     assert coverage.plan_pairs(vm, "nearest") == [{"gpu": None, "nic": "rxe0", "distance": None}]
-    # no RDMA device at all: the module runs once and says so (no_rdma_device)
+    # no RDMA device at all: the module runs once per GPU and says so for each (no_rdma_device)
     with open(os.path.join(PROJECT_FIXTURES, "gpu_node", "h100", "gpudirect_facts.json")) as handle:
         h100 = json.load(handle)["ansible_facts"]["gpudirect"]
-    assert coverage.plan_pairs(h100, "all") == [{"gpu": None, "nic": None, "distance": None}]
+    assert coverage.plan_pairs(h100, "all") == [{"gpu": "0000:00:06.0", "nic": None, "distance": None}]
+    # ... and once in host memory, or on a node with neither GPU nor NIC
+    assert coverage.plan_pairs(h100, "all", host_memory=True) == [{"gpu": None, "nic": None, "distance": None}]
+    assert coverage.plan_pairs({"gpus": [], "rdma_devices": []}) == [{"gpu": None, "nic": None, "distance": None}]
+
+
+def test_the_two_gpu_node_without_nic_plans_one_run_per_gpu():
+    # the lent 2x H200 machine (tests/fixtures/gpu_node/h200x2): NVLink between the GPUs, no RDMA NIC
+    import json
+    with open(os.path.join(PROJECT_FIXTURES, "gpu_node", "h200x2", "gpudirect_facts.json")) as handle:
+        facts = json.load(handle)["ansible_facts"]["gpudirect"]
+    per_gpu = [{"gpu": "0000:00:06.0", "nic": None, "distance": None},
+               {"gpu": "0000:00:07.0", "nic": None, "distance": None}]
+    assert coverage.plan_pairs(facts, "nearest") == per_gpu
+    assert coverage.plan_pairs(facts, "all") == per_gpu
+    assert coverage.plan_pairs(facts, "one") == per_gpu[:1]
+    assert coverage.plan_pairs(facts, "nearest", gpu="00:07.0") == per_gpu[1:]
 
 
 def test_gpus_and_nics_without_topology_pair_are_still_all_covered():
@@ -156,10 +172,8 @@ def test_the_filter_plans_what_the_module_utils_plan():
     assert len(verify.gpudirect_verify_pairs(facts, "all", "", "", "host")) == 2
 
 
-def test_the_shared_h200_topology_has_no_nic_and_plans_one_module_run():
-    path = os.path.join(SHARED_FIXTURES, "h200")
-    if not os.path.exists(os.path.join(path, "nvidia-smi-topo.txt")):
-        pytest.skip("shared H200 capture not present")
-    facts = facts_from_topo("nvidia-smi-topo.txt", directory=path)
+def test_the_h200_topology_has_no_nic_and_plans_one_module_run_per_gpu():
+    facts = facts_from_topo("nvidia-smi-topo.txt", directory=H200_CAPTURE)
     assert facts["rdma_devices"] == [] and len(facts["gpus"]) >= 1
-    assert coverage.plan_pairs(facts, "nearest") == [{"gpu": None, "nic": None, "distance": None}]
+    assert coverage.plan_pairs(facts, "nearest") == [{"gpu": g["address"], "nic": None, "distance": None}
+                                                     for g in facts["gpus"]]

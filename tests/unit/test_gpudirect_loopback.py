@@ -211,6 +211,28 @@ def test_h200_full_fact_result_is_accepted_too(env, monkeypatch, run_module):
     assert result["diagnosis"]["code"] == "no_rdma_device"
 
 
+def test_two_gpus_without_nic_each_named_gpu_fails_no_rdma_device_for_that_gpu(env, monkeypatch, run_module):
+    # the lent 2x H200 machine's facts: the role runs the module once per GPU (no NIC to pair with);
+    # each result names its GPU and the memory it would have tested, for the per-GPU verdicts
+    node = Node(monkeypatch)
+    facts = load_facts(os.path.join(PROJECT_FIXTURES, "gpu_node", "h200x2", "gpudirect_facts.json"))
+    for gpu in ("0000:00:06.0", "0000:00:07.0"):
+        result = run_module(gpudirect_loopback, {"facts": facts, "gpu": gpu[5:], "helper_dir": env["helper_dir"],
+                                                  "source": env["source"]})
+        assert result["diagnosis"]["code"] == "no_rdma_device" and result["gpu"] == gpu
+        assert result["mode"] == "cuda_dmabuf" and result["mode_reason"].startswith("auto: dma-buf")
+        assert "GPUs 0000:00:06.0, 0000:00:07.0" in result["msg"]
+    host = run_module(gpudirect_loopback, {"facts": facts, "mode": "host", "helper_dir": env["helper_dir"],
+                                            "source": env["source"]})
+    assert (host["mode"], host["mode_reason"], host["gpu"]) == ("host", "requested", None)
+    assert host["diagnosis"]["code"] == "no_rdma_device"
+    # a GPU the node does not have is named as such, not as a missing NIC
+    wrong = run_module(gpudirect_loopback, {"facts": facts, "gpu": "0000:00:08.0", "helper_dir": env["helper_dir"],
+                                             "source": env["source"]})
+    assert wrong["diagnosis"]["code"] == "unknown_gpu" and "present: 0000:00:06.0, 0000:00:07.0" in wrong["msg"]
+    assert node.calls == []
+
+
 def test_no_facts_and_no_sysfs_devices_lists_what_it_saw(env, monkeypatch, run_module):
     Node(monkeypatch)
     result = run_module(gpudirect_loopback, {"mode": "host", "helper_dir": env["helper_dir"], "source": env["source"]})

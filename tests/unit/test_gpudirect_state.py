@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 
 import gpudirect_state as state_module  # library/gpudirect_state.py
 from ansible.module_utils import gpudirect_state as fp
-from conftest import ROOT, SHARED_FIXTURES
+from conftest import H200_CAPTURE, ROOT
 from gpudirect_inputs import inputs_digest  # filter_plugins/gpudirect_inputs.py
 from gpudirect_state import read_record
 from sysfs_tree import ACS_ALL_CTL, gpu_server, h200_capture
@@ -244,7 +244,7 @@ def test_read_record_of_a_missing_file():
 
 
 def test_h200_capture_fingerprint(tmp_path):
-    h200_capture(str(tmp_path), os.path.join(SHARED_FIXTURES, "h200"))
+    h200_capture(str(tmp_path), H200_CAPTURE)
     first = fp.fingerprint(str(tmp_path))
     assert first["kernel"]["running"]
     assert "nvidia" in first["loaded_modules"]

@@ -3,7 +3,7 @@ sysfs of each tested pair against ``nvidia-smi topo -m`` (module_utils/gpudirect
 cross_check, filter gpudirect_verify_topo_notes, roles/gpudirect_verify/tasks/loopback.yml).
 
 Inputs: the real outputs in tests/fixtures/topo (sources in its README) and the H200 node's
-capture in the shared fixtures (GPU only, with its ANSI underline)."""
+capture in tests/fixtures/gpu_node/h200/capture/ (GPU only, with its ANSI underline)."""
 
 import json
 import os
@@ -13,7 +13,7 @@ import yaml
 from ansible.module_utils import gpudirect_topology as topo
 
 import gpudirect_verify
-from conftest import PROJECT_FIXTURES, SHARED_FIXTURES
+from conftest import H200_CAPTURE, PROJECT_FIXTURES
 from gpudirect import nvidia_topo_matrix
 
 TOPO = os.path.join(PROJECT_FIXTURES, "topo")
@@ -55,7 +55,7 @@ def test_kvm_guest_phb_and_older_drivers_mlx5_columns():
 
 
 def test_pairs_nvidia_smi_does_not_show_are_not_compared():
-    h200 = nvidia_topo_matrix(_text(os.path.join(SHARED_FIXTURES, "h200", "nvidia-smi-topo.txt")))
+    h200 = nvidia_topo_matrix(_text(os.path.join(H200_CAPTURE, "nvidia-smi-topo.txt")))
     with open(os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "gpudirect_facts.json")) as handle:
         facts = json.load(handle)["ansible_facts"]["gpudirect"]
     pairs = [{"gpu": facts["gpus"][0]["address"], "nic": "rxe0", "distance": "PIX"},   # soft-RoCE: no NIC column

@@ -1,7 +1,7 @@
 """The nvidia_driver plan: module_utils/gpudirect_nvidia.py (flavour, branch), module_utils/gpudirect_nvidia_plan.py
 (probe and decision) and library/nvidia_driver_plan.py, on real captures.
 
-Captures: the lent GPU nodes, H200 (tests/fixtures/gpu_node/h200, ../shared/fixtures/h200) and H100
+Captures: the lent GPU nodes, H200 (tests/fixtures/gpu_node/h200 and its capture/) and H100
 (tests/fixtures/gpu_node/h100: vendor.txt has /proc/driver/nvidia/version, the dpkg names and holds,
 no modinfo, no systemd; gpudirect_facts.json the GPU 0x2330 at 0000:00:06.0). Both run the open
 module 580.159.04 from their image, with no driver package. The proprietary /proc line is the
@@ -19,7 +19,7 @@ from ansible.module_utils import gpudirect_nvidia_plan as plan
 
 import gpu_node_sim as sim
 import nvidia_driver_plan as module
-from conftest import PROJECT_FIXTURES, SHARED_FIXTURES
+from conftest import H200_CAPTURE, PROJECT_FIXTURES
 
 H100 = os.path.join(PROJECT_FIXTURES, "gpu_node", "h100")
 H200_FACTS = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "gpudirect_facts.json")
@@ -70,7 +70,7 @@ def test_gpu_info_reads_the_table():
 def test_flavor_auto_h200_facts(h200):
     out = nv.choose_flavor(h200["gpus"], "auto", "open")
     assert out["flavor"] == "open"
-    assert "0x2335 (H200)" in out["reasons"][0]
+    assert "0x2335 (NVIDIA H200)" in out["reasons"][0]
 
 
 def test_flavor_auto_h100_facts(h100):
@@ -94,7 +94,7 @@ def test_flavor_no_gpu_uses_fallback():
 
 
 def test_flavor_unknown_id_is_refused_not_guessed():
-    with pytest.raises(nv.NvidiaDecisionError, match="0x1d99.*nvidia_driver_flavor: open or proprietary"):
+    with pytest.raises(nv.NvidiaDecisionError, match="0x1d99.*nvidia_driver_gpu_support.*set nvidia_driver_flavor: open"):
         nv.choose_flavor([gpu("0x1d99")], "auto", "open")
 
 
@@ -105,7 +105,7 @@ def test_flavor_explicit():
 
 @pytest.mark.parametrize("ids,requested,needle", [
     (["0x2901"], "proprietary", "nvidia_driver_flavor: proprietary"),
-    (["0x2342"], "proprietary", "Grace Hopper and Blackwell"),
+    (["0x2342"], "proprietary", "Grace Hopper, Blackwell and later"),
     (["0x1db4"], "open", "nvidia_driver_flavor: open"),
     (["0x2901", "0x1db4"], "auto", "no driver flavour"),
 ])
@@ -131,7 +131,7 @@ def test_branch_ok(h200, h100):
 
 @pytest.mark.parametrize("branch,ids,needle", [
     ("58", [], "three-digit"), ("latest", [], "three-digit"), ("999", [], "not a branch the toolkit knows"),
-    ("535", ["0x2901"], "needs branch 570"), ("590", ["0x1db4"], "not a branch"),
+    ("535", ["0x2901"], "needs branch 570"), ("590", ["0x1db4"], "supported up to branch 580"), ("600", [], "not a branch"),
 ])
 def test_branch_refused(branch, ids, needle):
     with pytest.raises(nv.NvidiaDecisionError, match=needle):
@@ -268,8 +268,8 @@ def test_probe_h100_capture_keeps_the_image_driver(h100):
     assert not out["persistenced"]["managed"] and not out["fabricmanager"]["wanted"]
 
 
-def test_probe_h200_reads_shared_capture(h200):
-    with open(os.path.join(SHARED_FIXTURES, "h200", "system.txt"), encoding="utf-8") as handle:
+def test_probe_h200_reads_the_captured_proc_version(h200):
+    with open(os.path.join(H200_CAPTURE, "system.txt"), encoding="utf-8") as handle:
         proc = "".join(line for line in handle.read().splitlines(True)
                        if line.startswith(("NVRM version:", "GCC version:")))
     found_ = plan.probe(sim.gpu_node(proc=proc, sys_version="").plan_host(), "580")

@@ -69,7 +69,7 @@ def test_non_nvswitch_node_skips_with_the_reason():
 
 def test_gh200_bridge_function_is_a_gpu_not_a_switch():
     out = nv.fabricmanager_plan([bridge("0x2342", "0009:01:00.0")])
-    assert not out["wanted"] and "0x2342 at 0009:01:00.0 (GH200 120GB, a GPU)" in out["reason"]
+    assert not out["wanted"] and "0x2342 at 0009:01:00.0 (NVIDIA GH200 120GB, a GPU)" in out["reason"]
 
 
 def test_unknown_bridge_id_fails_naming_id_address_and_knob():

@@ -55,3 +55,44 @@ def test_mlnx_ofed_tarball_tree_drops_the_extension():
     tree = render("mlnx_ofed", "__mlnx_ofed_tree",
                   mlnx_ofed_tarball_src="http://m/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64.tgz")
     assert tree.endswith("/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64"), tree
+
+
+# Repository architecture directories, from NVIDIA's published layouts:
+# CUDA https://developer.download.nvidia.com/compute/cuda/repos/<distro>/{x86_64,sbsa}/ and
+# DOCA https://linux.mellanox.com/public/repo/doca/<release>/<distro>/{x86_64,arm64-sbsa}/
+# (role vars/main.yml comments). Facts: ansible_facts['architecture'] as the setup module
+# reports it on an x86 server and on an Arm server (Grace: uname -m aarch64).
+NODE = {"x86_64": {"architecture": "x86_64"}, "aarch64": {"architecture": "aarch64"}}
+
+
+@pytest.mark.parametrize("machine, wanted", [
+    ("x86_64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"),
+    ("aarch64", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"),
+])
+def test_cuda_repository_directory_per_architecture(machine, wanted):
+    facts = dict(NODE[machine], os_family="Debian")
+    url = render("nvidia_driver", "__nvidia_driver_repo_url", ansible_facts=facts, __nvidia_driver_distro="ubuntu2404")
+    assert url.strip() == wanted
+    key = render("nvidia_driver", "__nvidia_driver_key_url", ansible_facts=facts, __nvidia_driver_distro="ubuntu2404",
+                 __nvidia_driver_key_id="3bf863cc")
+    assert key == wanted + "3bf863cc.pub"
+
+
+@pytest.mark.parametrize("machine, distro, wanted", [
+    ("x86_64", "ubuntu24.04", "https://linux.mellanox.com/public/repo/doca/2.9.1/ubuntu24.04/x86_64/"),
+    ("aarch64", "ubuntu24.04", "https://linux.mellanox.com/public/repo/doca/2.9.1/ubuntu24.04/arm64-sbsa/"),
+    ("aarch64", "rhel9.4", "https://linux.mellanox.com/public/repo/doca/2.9.1/rhel9.4/arm64-sbsa/"),
+])
+def test_doca_repository_directory_per_architecture(machine, distro, wanted):
+    url = render("mlnx_ofed", "__mlnx_ofed_repo_url", ansible_facts=NODE[machine], __mlnx_ofed_distro=distro)
+    assert url.strip() == wanted
+
+
+def test_unknown_architecture_renders_no_directory_and_the_knob_overrides():
+    facts = {"architecture": "ppc64le"}
+    assert render("nvidia_driver", "__nvidia_driver_repo_arch", ansible_facts=facts).strip() == ""
+    assert render("mlnx_ofed", "__mlnx_ofed_repo_arch", ansible_facts=facts).strip() == ""
+    assert render("nvidia_driver", "__nvidia_driver_repo_arch", ansible_facts=facts,
+                  nvidia_driver_repo_arch="ppc64le").strip() == "ppc64le"
+    assert render("mlnx_ofed", "__mlnx_ofed_repo_url", ansible_facts=facts, __mlnx_ofed_distro="rhel9.4",
+                  mlnx_ofed_repo_arch="ppc64le").strip().endswith("/rhel9.4/ppc64le/")

@@ -29,7 +29,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$here/../../.." && pwd)
-FIXTURES=${GPUDIRECT_H200_FIXTURES:-$(cd "$repo_root/.." && pwd)/shared/fixtures/h200}
+# the H200 node's nvidia-smi outputs (kept in the repository; GPUDIRECT_H200_FIXTURES
+# may name another folder with the same three files)
+FIXTURES=${GPUDIRECT_H200_FIXTURES:-$repo_root/tests/fixtures/gpu_node/h200/capture}
 
 # ---- what is built ---------------------------------------------------------
 # DOCA-Host releases: "<doca version> <OFED version as ofed_info -s prints it>" (one repo

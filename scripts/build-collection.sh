@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Build the project as an Ansible collection tarball (galaxy.yml: gpudirect.rdma), keeping the
+# repository's playbook layout as it is (issue #31).
+#
+#   scripts/build-collection.sh [OUTPUT_DIR]      # default: OUTPUT_DIR=dist
+#
+# A collection keeps its plugins under plugins/, the repository at the top (library/,
+# module_utils/, filter_plugins/, callback_plugins/ that ./ansible.cfg points at). So the build
+# stages a copy in a temporary folder:
+#
+#   galaxy.yml README.md LICENSE     -> as they are
+#   roles/ playbooks/                -> as they are; site.yml -> playbooks/site.yml (its
+#                                       import_playbook paths made relative to playbooks/)
+#   library/*.py                     -> plugins/modules/
+#   module_utils/*.py                -> plugins/module_utils/
+#   filter_plugins/*.py              -> plugins/filter/
+#   callback_plugins/*.py            -> plugins/callback/
+#   meta/runtime.yml                 -> written here (requires_ansible)
+#
+# and, in the staged copy only, rewrites the imports of the project's own module_utils
+# (`from ansible.module_utils.gpudirect_x import ...`, `from ansible.module_utils import gpudirect_x`)
+# to the collection's names (ansible_collections.NAMESPACE.NAME.plugins.module_utils.gpudirect_x),
+# which is how a module in a collection finds its module_utils. It fails when an import of a
+# project module_utils is left unrewritten. Then `ansible-galaxy collection build` runs in the
+# staged folder and the path of the tarball is the last line printed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo=$(pwd)
+
+out=${1:-dist}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+if [[ -x .venv/bin/ansible-galaxy ]]; then
+  PATH="$repo/.venv/bin:$PATH"
+fi
+python=$(command -v python3)
+[[ -x .venv/bin/python ]] && python=.venv/bin/python
+
+read -r namespace name version < <("$python" - <<'EOF'
+import yaml
+with open("galaxy.yml") as f:
+    g = yaml.safe_load(f)
+print(g["namespace"], g["name"], g["version"])
+EOF
+)
+prefix="ansible_collections.${namespace}.${name}.plugins.module_utils"
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+
+cp galaxy.yml README.md LICENSE "$stage/"
+cp -r roles playbooks "$stage/"
+sed -E 's#^([[:space:]]*(ansible\.builtin\.)?import_playbook:[[:space:]]*)playbooks/#\1#' site.yml >"$stage/playbooks/site.yml"
+if grep -Eq 'import_playbook:[[:space:]]*playbooks/' "$stage/playbooks/site.yml"; then
+  echo "[build-collection] playbooks/site.yml still imports playbooks/...: the rewrite missed a line" >&2
+  exit 1
+fi
+mkdir -p "$stage/plugins/modules" "$stage/plugins/module_utils" "$stage/plugins/filter" \
+         "$stage/plugins/callback" "$stage/meta"
+cp library/*.py "$stage/plugins/modules/"
+cp module_utils/*.py "$stage/plugins/module_utils/"
+cp filter_plugins/*.py "$stage/plugins/filter/"
+cp callback_plugins/*.py "$stage/plugins/callback/"
+cat >"$stage/meta/runtime.yml" <<'EOF'
+---
+# the roles' meta/main.yml say min_ansible_version 2.17; the project is tested with ansible-core 2.19
+requires_ansible: ">=2.17.0"
+EOF
+find "$stage" \( -name __pycache__ -o -name '*.pyc' -o -name .molecule \) -prune -exec rm -rf {} +
+
+# the project's module_utils are the files under module_utils/; only imports of those are rewritten
+own=$(cd module_utils && ls -1 *.py | sed 's/\.py$//' | paste -sd'|')
+find "$stage/plugins" -name '*.py' -print0 | xargs -0 sed -i -E \
+  -e "s/^([[:space:]]*)from ansible\.module_utils\.(${own})([[:space:]]+import[[:space:]])/\1from ${prefix}.\2\3/" \
+  -e "s/^([[:space:]]*)from ansible\.module_utils import (${own})([[:space:],]|$)/\1from ${prefix} import \2\3/" \
+  -e "s/^([[:space:]]*)import ansible\.module_utils\.(${own})([[:space:]]|$)/\1import ${prefix}.\2\3/"
+left=$(grep -rnE "ansible\.module_utils(\.| import )(${own})\b" "$stage/plugins" || true)
+if [[ -n "$left" ]]; then
+  echo "[build-collection] imports of the project's module_utils left unrewritten:" >&2
+  echo "$left" >&2
+  exit 1
+fi
+
+# Inside a collection, a role finds the collection's modules by their short names, but not its
+# filters (Ansible resolves short filter names only among ansible.builtin and the playbook's
+# adjacent plugins): in the staged roles/ and playbooks/, `| gpudirect_x` becomes
+# `| NAMESPACE.NAME.gpudirect_x` for every filter that filter_plugins/ defines.
+"$python" - "$stage" "$namespace.$name" <<'EOF'
+import importlib.util
+import os
+import re
+import sys
+
+stage, fqcn = sys.argv[1], sys.argv[2]
+names = set()
+for fname in sorted(os.listdir("filter_plugins")):
+    if fname.endswith(".py"):
+        spec = importlib.util.spec_from_file_location("_build_" + fname[:-3], os.path.join("filter_plugins", fname))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        names.update(mod.FilterModule().filters())
+if not names:
+    sys.exit("[build-collection] filter_plugins/ defines no filter")
+pipe = re.compile(r"\|(\s*)(%s)\b" % "|".join(sorted(names, key=len, reverse=True)))
+count = 0
+for top in ("roles", "playbooks"):
+    for dirpath, _, files in os.walk(os.path.join(stage, top)):
+        for fname in files:
+            path = os.path.join(dirpath, fname)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except UnicodeDecodeError:
+                continue
+            new, n = pipe.subn(lambda m: "|%s%s.%s" % (m.group(1), fqcn, m.group(2)), text)
+            if n:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(new)
+                count += n
+print("[build-collection] %d filters, %d uses in roles/ and playbooks/ named %s.NAME" % (len(names), count, fqcn),
+      file=sys.stderr)
+EOF
+
+ansible-galaxy collection build --force --output-path "$out" "$stage" >&2
+tarball="$out/${namespace}-${name}-${version}.tar.gz"
+[[ -f "$tarball" ]] || { echo "[build-collection] no $tarball" >&2; exit 1; }
+echo "$tarball"
