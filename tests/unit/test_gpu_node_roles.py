@@ -128,7 +128,7 @@ def test_peermem_auto_on_the_node_picks_dmabuf_with_the_reasons(facts):
     out = peermem.plan(facts, "auto", peermem_probe(), PEERMEM_PATHS)
     assert out["mechanism"] == "dmabuf" and out["ok"]
     assert out["reasons"] == [
-        "dma-buf: 1 GPU(s): 0x2335 (H200); open kernel module; driver 580.159.04 >= 515 (CUDA >= 11.7); "
+        "dma-buf: 1 GPU(s): 0x2335 (NVIDIA H200); open kernel module; driver 580.159.04 >= 515 (CUDA >= 11.7); "
         "kernel 6.18.44-fc-v657-gpu >= 5.12; /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0 (rdma-core 50.0) "
         "exports ibv_reg_dmabuf_mr"]
     assert out["changes"] == [] and out["disruption"] == [] and not out["provisional"]

@@ -178,7 +178,7 @@ def test_libibverbs_file_name():
 def test_h200_auto_dmabuf_from_the_package_version(h200):
     out = pm.choose(h200, "auto", None, "50.0-2ubuntu0.2", "")
     assert out["mechanism"] == "dmabuf" and out["ok"]
-    for needle in ("0x2335 (H200)", "open kernel module", "driver 580.159.04 >= 515", "kernel 6.18.44",
+    for needle in ("0x2335 (NVIDIA H200)", "open kernel module", "driver 580.159.04 >= 515", "kernel 6.18.44",
                    "rdma-core 50.0-2ubuntu0.2 (upstream 50 >= 34"):
         assert needle in out["reasons"][0]
 
