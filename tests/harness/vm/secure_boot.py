@@ -23,7 +23,7 @@ as Debian's kernel packages keep them) with the harness's kernel command line.
 
 The "admin's enrolment" of a certificate is done into the VM's variable store
 while it is off (`enrol_mok`): the certificate is added to MokList with
-virt-firmware's virt-fw-vars (PyPI, requirements.txt), and a pending `mokutil
+virt-firmware's virt-fw-vars (PyPI, requirements-test.txt), and a pending `mokutil
 --import` request (MokNew, MokAuth) is dropped, as MokManager does once it has
 enrolled. Shim mirrors MokList into MokListRT at the next boot.
 """
@@ -161,7 +161,7 @@ def virt_fw_vars() -> str:
     if not tool.exists():
         found = shutil.which("virt-fw-vars")
         if not found:
-            raise SecureBootError("virt-fw-vars not found: it comes with virt-firmware (requirements.txt, scripts/setup.sh)")
+            raise SecureBootError("virt-fw-vars not found: it comes with virt-firmware (requirements-test.txt, scripts/setup.sh)")
         return found
     return str(tool)
 
