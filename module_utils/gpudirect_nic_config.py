@@ -1,0 +1,651 @@
+# -*- coding: utf-8 -*-
+"""The NIC side of GPUDirect (issue #32): pure parsing and planning, no I/O.
+
+* :func:`parse_mlxconfig_query` reads ``mlxconfig -d <dev> query [PARAM...]`` (NVIDIA MFT) and
+  ``mstconfig -d <pci> query`` (mstflint) output: per device the header and, per parameter, every
+  column the tool printed (``Default`` / ``Current`` / ``Next Boot``, or ``Next Boot`` alone, or the
+  ``Next Boot`` / ``New`` table of a ``set``), the ``*`` (differs) and ``RO`` marks, ``-E-`` errors.
+* :func:`plan_firmware` compares that with a validated knob map (raw parameters and the named
+  profiles ``gpudirect``, ``gpudirect_vm``, ``roce``) and says per device what is in place, what to
+  set, what only waits for a firmware reset, what the card does not expose, and whether a reset is
+  needed.
+* :func:`parse_mlnx_qos` reads ``mlnx_qos -i <netdev>`` (DOCA/MLNX_OFED mlnx-tools) output and
+  :func:`plan_qos` plans trust mode, PFC priorities and ECN.
+
+Output shapes (what the tools print) were taken from the tools' sources and from public captures,
+named in tests/fixtures/nic_config/README.md:
+- mstflint ``mlxconfig/mlxcfg_ui.cpp`` (commit b9d9e844a14ae1c85cb90c76ccd4a56a0eccd599): a row is
+  ``<'*' or ' '><'RO' or ''>     <name padded to 48>`` then one value per column; errors are printed
+  as ``-E- <message>``; the trailer ``The '*' shows parameters with next value different from
+  default/current value.``; ``Unknown Parameter <name>`` (``mlxcfg_generic_commander.cpp``).
+- mlnx-tools ``python/mlnx_qos`` ``pretty_print`` (Mellanox/mlnx-tools commit
+  8fbfd9cfff34e2d32f1dd5a115c42eb8bd3b66c8) and ``python/Python/dcbnetlink.py`` ``printAppSelector``
+  (dscp2prio rows, 8 code points a row, a priority may span rows).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+# --------------------------------------------------------------------------------------------
+# mlxconfig / mstconfig query
+# --------------------------------------------------------------------------------------------
+
+# Column titles mlxconfig prints after "Configurations:", in the order it prints them.
+_COLUMN_TITLES = (("Default", "default"), ("Current", "current"), ("Next Boot", "next_boot"), ("New", "new"))
+_HEADER_KEYS = {
+    "device type": "type",
+    "name": "name",
+    "description": "description",
+    "device": "device",
+    "pci device": "pci_device",
+}
+_VALUE_RE = re.compile(r"^(?P<name>.*?)\((?P<num>-?(?:0x[0-9a-fA-F]+|\d+))\)$")
+_INT_RE = re.compile(r"^-?(?:0x[0-9a-fA-F]+|\d+)$")
+_ARRAY_RE = re.compile(r"^Array\[(\d+)\.\.(\d+)\]$")
+_PARAM_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\[\d+(\.\.\d+)?\])?$")
+_DEVICE_RE = re.compile(r"^Device #(\d+):\s*$")
+_UNKNOWN_PARAM_RE = re.compile(r"Unknown Parameter:?\s+(\S+)", re.IGNORECASE)
+_NOISE_PREFIXES = (
+    "The '*' shows",
+    "The 'RO' shows",
+    "Apply new Configuration?",
+    "Applying...",
+    "-I-",
+    "-W-",
+)
+
+
+def parse_value(text):
+    """One printed value: ``True(1)`` -> name True, value 1; ``4`` -> value 4; ``ETH`` (older
+    tools) -> name ETH, value None; ``Array[0..7]`` -> the array range. Raw text always kept."""
+    raw = text.strip()
+    out = {"raw": raw, "name": None, "value": None}
+    match = _ARRAY_RE.match(raw)
+    if match:
+        out["array"] = [int(match.group(1)), int(match.group(2))]
+        return out
+    match = _VALUE_RE.match(raw)
+    if match:
+        out["name"] = match.group("name") or None
+        out["value"] = int(match.group("num"), 0)
+        return out
+    if _INT_RE.match(raw):
+        out["value"] = int(raw, 0)
+        return out
+    out["name"] = raw
+    return out
+
+
+def _columns_from_header(rest, lineno):
+    columns = []
+    position = 0
+    for title, key in _COLUMN_TITLES:
+        found = rest.find(title, position)
+        if found >= 0:
+            columns.append(key)
+            position = found + len(title)
+    leftover = rest
+    for title, _key in _COLUMN_TITLES:
+        leftover = leftover.replace(title, "")
+    if leftover.strip() or not columns or "next_boot" not in columns:
+        raise ValueError("line %d: could not read the column titles of the Configurations header: %r"
+                         % (lineno, rest.strip()))
+    return columns
+
+
+def _new_device(index):
+    return {
+        "index": index,
+        "type": None,
+        "name": None,
+        "description": None,
+        "device": None,
+        "columns": None,
+        "params": {},
+        "errors": [],
+        "unknown_parameters": [],
+        "modified": [],
+    }
+
+
+def _add_error(target, message):
+    target["errors"].append(message)
+    match = _UNKNOWN_PARAM_RE.search(message)
+    if match:
+        target["unknown_parameters"].append(match.group(1).rstrip(".:,"))
+
+
+def _parse_row(line, columns, lineno):
+    tokens = line.split()
+    modified = read_only = False
+    while tokens and tokens[0] in ("*", "RO", "*RO"):
+        modified = modified or tokens[0].startswith("*")
+        read_only = read_only or tokens[0].endswith("RO")
+        tokens.pop(0)
+    if tokens and tokens[0].startswith("*") and len(tokens[0]) > 1:
+        modified = True
+        tokens[0] = tokens[0][1:]
+    if not tokens or not _PARAM_RE.match(tokens[0]):
+        raise ValueError("line %d: could not read a parameter row: %r" % (lineno, line.strip()))
+    name = tokens[0]
+    values = tokens[1:]
+    if len(values) != len(columns):
+        raise ValueError("line %d: parameter %s has %d value(s) where the header names %d column(s) (%s): %r"
+                         % (lineno, name, len(values), len(columns), ", ".join(columns), line.strip()))
+    entry = {"modified": modified, "read_only": read_only}
+    for key, value in zip(columns, values):
+        entry[key] = parse_value(value)
+    array = [entry[key].get("array") for key in columns if entry[key].get("array")]
+    entry["array"] = array[0] if array else None
+    return name, entry
+
+
+def parse_mlxconfig_query(text):
+    """Parse mlxconfig/mstconfig query output (one or several devices).
+
+    Returns ``{"devices": [...], "errors": [...], "unknown_parameters": [...]}``; errors printed
+    before any device header (``-E- Failed to open device``, ``-E- No devices found``) are top level.
+    Each device: ``index``, ``type``, ``name``, ``description``, ``device``, ``columns`` (keys of the
+    printed columns, e.g. ``["default", "current", "next_boot"]``), ``params`` (name -> ``{column:
+    {raw, name, value}, modified, read_only, array}``), ``errors``, ``unknown_parameters``,
+    ``modified`` (names marked ``*``). Raises ValueError naming the line it could not read."""
+    if not isinstance(text, str):
+        raise ValueError("mlxconfig query output must be text, got %s" % type(text).__name__)
+    result = {"devices": [], "errors": [], "unknown_parameters": []}
+    device = None
+    columns = None
+    for lineno, raw_line in enumerate(text.splitlines(), 1):
+        line = raw_line.rstrip("\r").rstrip()
+        stripped = line.strip()
+        if not stripped or set(stripped) == {"-"}:
+            continue
+        if stripped.startswith("-E-"):
+            _add_error(device if device is not None else result, stripped[3:].strip())
+            continue
+        if stripped.startswith(_NOISE_PREFIXES):
+            continue
+        match = _DEVICE_RE.match(stripped)
+        if match:
+            device = _new_device(int(match.group(1)))
+            result["devices"].append(device)
+            columns = None
+            continue
+        if stripped.startswith("Configurations:"):
+            if device is None:
+                # a query of named parameters on one device may print the table alone
+                device = _new_device(1)
+                result["devices"].append(device)
+            columns = _columns_from_header(stripped[len("Configurations:"):], lineno)
+            device["columns"] = columns
+            continue
+        if columns is None:
+            key, sep, value = stripped.partition(":")
+            header_key = _HEADER_KEYS.get(key.strip().lower())
+            if sep and header_key and device is not None:
+                device[header_key] = value.strip() or None
+                continue
+            raise ValueError("line %d: could not read %r (expected a 'Device #N:' header, a device field "
+                             "or a 'Configurations:' header)" % (lineno, stripped))
+        name, entry = _parse_row(line, columns, lineno)
+        device["params"][name] = entry
+        if entry["modified"]:
+            device["modified"].append(name)
+    if not result["devices"] and not result["errors"]:
+        raise ValueError("no device and no -E- error in the mlxconfig output (empty or not a query output)")
+    for dev in result["devices"]:
+        if dev["columns"] is None and not dev["errors"]:
+            raise ValueError("device #%d (%s) has no Configurations table and no -E- error: the output "
+                             "looks truncated" % (dev["index"], dev["device"] or dev["type"] or "?"))
+    result["unknown_parameters"] = sorted(set(result["unknown_parameters"]).union(
+        *[set(d["unknown_parameters"]) for d in result["devices"]]))
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Firmware knobs and profiles
+# --------------------------------------------------------------------------------------------
+
+BOOL_NAMES = {"true": 1, "false": 0, "enabled": 1, "disabled": 0}
+# Names whose number is fixed whatever the card prints, so a wanted name can be compared with a
+# card that prints only a number (older tools print LINK_TYPE_P1 as a bare "ETH"/"IB" instead).
+# LINK_TYPE: IB=1, ETH=2 (nic-configuration-operator pkg/consts/consts.go NvParamLinkTypeInfiniband /
+# NvParamLinkTypeEthernet), VPI=3 (MFT user manual, mlxconfig LINK_TYPE). PCI_WR_ORDERING:
+# per_mkey=0x0, force_relax=0x1 (mstflint mlxconfig/mlxconfig_dbs/mlxconfig_host.db, textual_values).
+ENUM_NAMES = {
+    "LINK_TYPE": {"ib": 1, "eth": 2, "vpi": 3},
+    "PCI_WR_ORDERING": {"per_mkey": 0, "force_relax": 1},
+}
+BOOL_PARAMS = ("ATS_ENABLED", "ADVANCED_PCI_SETTINGS", "SRIOV_EN")
+UINT_PARAMS = ("NUM_OF_VFS", "MAX_ACC_OUT_READ", "PF_TOTAL_SF", "CNP_DSCP", "CNP_802P_PRIO", "ROCE_CC_PRIO_MASK")
+UINT_LIMITS = {"CNP_DSCP": 63, "CNP_802P_PRIO": 7, "ROCE_CC_PRIO_MASK": 255}
+
+# Profiles. Sources:
+# - gpudirect: NVIDIA nic-configuration-operator (Mellanox/nic-configuration-operator commit
+#   8bfbeb34ba25215dd06402cd01bae0108341a8d4) README "gpuDirectOptimized": "Set nvconfig
+#   ATS_ENABLED=0" on bare metal, and only together with pciPerformanceOptimized; its
+#   pkg/configuration/configvalidation.go sets MAX_ACC_OUT_READ to 0 ("According to the PRM, setting
+#   MAX_ACC_OUT_READ to zero enables the auto mode") and skips it with a warning where the firmware's
+#   default is not 0. mstflint's mlxconfig_host.db describes MAX_ACC_OUT_READ as "Configuration is
+#   available only when NV_PCI_CONF.ADVANCED_PCI_SETTINGS is TRUE" and PCI_WR_ORDERING likewise
+#   ("show this setting only when NV_PCI_CONF.advanced_pci_settings is true"), hence
+#   ADVANCED_PCI_SETTINGS=1 here (the operator's API docs: "Mstconfig -d <device> set
+#   ADVANCED_PCI_SETTINGS=1"). PCI_WR_ORDERING=force_relax(1): "All MKeys will be set to use Relaxed
+#   Ordering at creation time" (same db), the relaxed ordering users of GPUDirect ask for (issue #32).
+# - gpudirect_vm: as gpudirect, but ATS_ENABLED=1: ATS is what GPUDirect RDMA in a VM (PCIe
+#   pass-through behind an IOMMU) needs, the case the operator leaves out ("ATM only optimizations for
+#   Baremetal environment are supported").
+# - roce: the operator's README "roceOptimized": ROCE_CC_PRIO_MASK_P1/P2=255, CNP_DSCP_P1/P2=4,
+#   CNP_802P_PRIO_P1/P2=6 (the _P2 ones only where the card has a second port); trust dscp, PFC on
+#   priority 3 are runtime settings (see QOS_PROFILES / plan_qos).
+PROFILES = {
+    "gpudirect": {
+        "ADVANCED_PCI_SETTINGS": 1,
+        "ATS_ENABLED": 0,
+        "MAX_ACC_OUT_READ": 0,
+        "PCI_WR_ORDERING": 1,
+    },
+    "gpudirect_vm": {
+        "ADVANCED_PCI_SETTINGS": 1,
+        "ATS_ENABLED": 1,
+        "MAX_ACC_OUT_READ": 0,
+        "PCI_WR_ORDERING": 1,
+    },
+    "roce": {
+        "ROCE_CC_PRIO_MASK_P1": 255,
+        "ROCE_CC_PRIO_MASK_P2": 255,
+        "CNP_DSCP_P1": 4,
+        "CNP_DSCP_P2": 4,
+        "CNP_802P_PRIO_P1": 6,
+        "CNP_802P_PRIO_P2": 6,
+    },
+}
+# Parameters a profile asks for only where the card has them (second port): absent -> skipped.
+_PORT2_RE = re.compile(r"_P2$")
+# Parameters the firmware hides until ADVANCED_PCI_SETTINGS is in effect (mlxconfig_host.db).
+HIDDEN_UNTIL_ADVANCED_PCI = ("MAX_ACC_OUT_READ", "PCI_WR_ORDERING")
+QOS_PROFILES = {"roce": {"trust": "dscp", "pfc": [3]}}
+
+
+def _base_name(param):
+    base = re.sub(r"\[\d+\]$", "", param)
+    return re.sub(r"_P\d+$", "", base)
+
+
+def normalize_wanted_value(param, value):
+    """A wanted value as ``{"name": str|None, "value": int|None}``; ValueError naming the knob when
+    the value is of the wrong kind for the parameter."""
+    base = _base_name(param)
+    if isinstance(value, bool):
+        if base in ENUM_NAMES:
+            raise ValueError("%s: a true/false value does not fit this parameter (one of %s)"
+                             % (param, ", ".join(sorted(ENUM_NAMES[base]))))
+        return {"name": None, "value": int(value)}
+    if isinstance(value, int):
+        number = value
+        name = None
+    elif isinstance(value, str) and value.strip():
+        parsed = parse_value(value.strip())
+        if parsed.get("array"):
+            raise ValueError("%s: an Array[..] value cannot be set; name an element, e.g. %s[0]" % (param, param))
+        name, number = parsed["name"], parsed["value"]
+    else:
+        raise ValueError("%s: wanted value must be a number, true/false or a value name, got %r" % (param, value))
+    if name is not None:
+        lowered = name.lower()
+        if base in ENUM_NAMES:
+            if lowered not in ENUM_NAMES[base]:
+                raise ValueError("%s: unknown value %r (one of %s)" % (param, name, ", ".join(sorted(ENUM_NAMES[base]))))
+            known = ENUM_NAMES[base][lowered]
+            if number is not None and number != known:
+                raise ValueError("%s: %s is %d, not %d" % (param, name, known, number))
+            number = known
+        elif lowered in BOOL_NAMES:
+            known = BOOL_NAMES[lowered]
+            if number is not None and number != known:
+                raise ValueError("%s: %s is %d, not %d" % (param, name, known, number))
+            number = known
+        elif base in BOOL_PARAMS or base in UINT_PARAMS:
+            raise ValueError("%s: wanted a %s, got %r" % (param, "true/false" if base in BOOL_PARAMS else "number", value))
+    if number is not None:
+        if base in BOOL_PARAMS and number not in (0, 1):
+            raise ValueError("%s: wanted true/false (1/0), got %r" % (param, value))
+        if base in UINT_PARAMS and number < 0:
+            raise ValueError("%s: wanted a number >= 0, got %r" % (param, value))
+        if base in UINT_LIMITS and number > UINT_LIMITS[base]:
+            raise ValueError("%s: %d is above the largest value, %d" % (param, number, UINT_LIMITS[base]))
+        if base in ENUM_NAMES and number not in ENUM_NAMES[base].values():
+            raise ValueError("%s: %d is not one of %s" % (param, number, sorted(ENUM_NAMES[base].values())))
+    return {"name": name, "value": number}
+
+
+def resolve_wanted(wanted):
+    """Validate ``wanted`` and expand its profiles. ``wanted`` maps parameter -> value; the key
+    ``profiles`` (a list of names) pulls in :data:`PROFILES`, raw parameters override profile values.
+    Returns ``{param: {"name", "value", "source"}}``."""
+    if not isinstance(wanted, dict):
+        raise ValueError("nic firmware knobs must be a map of parameter -> value, got %s" % type(wanted).__name__)
+    resolved = {}
+    profiles = wanted.get("profiles") or []
+    if isinstance(profiles, str):
+        profiles = [profiles]
+    if not isinstance(profiles, list):
+        raise ValueError("profiles: wanted a list of profile names, got %r" % (profiles,))
+    for profile in profiles:
+        if profile not in PROFILES:
+            raise ValueError("profiles: unknown profile %r (known: %s)" % (profile, ", ".join(sorted(PROFILES))))
+        for param, value in PROFILES[profile].items():
+            entry = normalize_wanted_value(param, value)
+            entry["source"] = "profile " + profile
+            resolved[param] = entry
+    if "gpudirect" in profiles and "gpudirect_vm" in profiles:
+        raise ValueError("profiles: gpudirect and gpudirect_vm disagree on ATS_ENABLED; name one")
+    for param, value in wanted.items():
+        if param == "profiles":
+            continue
+        if not isinstance(param, str) or not _PARAM_RE.match(param) or param != param.upper():
+            raise ValueError("%r: not an mlxconfig parameter name (upper case, e.g. ATS_ENABLED)" % (param,))
+        if ".." in param:
+            raise ValueError("%s: name one array element, not a range" % param)
+        entry = normalize_wanted_value(param, value)
+        entry["source"] = "raw"
+        resolved[param] = entry
+    return resolved
+
+
+def _value_matches(wanted, shown, param_values):
+    """True/False when comparable, None when the card's value cannot be compared (name only on
+    one side and no printed number for it)."""
+    if shown is None:
+        return None
+    if wanted["value"] is not None and shown["value"] is not None:
+        return wanted["value"] == shown["value"]
+    if wanted["name"] is not None and shown["name"] is not None:
+        return wanted["name"].lower() == shown["name"].lower()
+    # wanted name, card number (or the reverse): look the name up in what the card printed
+    if wanted["value"] is None and wanted["name"] is not None:
+        for other in param_values:
+            if other and other["name"] and other["name"].lower() == wanted["name"].lower() and other["value"] is not None:
+                return other["value"] == shown["value"]
+    return None
+
+
+def _set_text(param, wanted):
+    if wanted["value"] is not None:
+        return "%s=%d" % (param, wanted["value"])
+    return "%s=%s" % (param, wanted["name"])
+
+
+def _label(shown):
+    return None if shown is None else shown["raw"]
+
+
+def plan_firmware(query, wanted):
+    """Plan the firmware (NV config) change per device.
+
+    ``query``: the result of :func:`parse_mlxconfig_query`; ``wanted``: see :func:`resolve_wanted`.
+    Per device: ``in_place`` (next boot already wanted and, where printed, current too), ``to_set``
+    (``param``, ``wanted``, ``current``, ``next_boot``, ``source``), ``pending`` (next boot is already
+    wanted but the running value differs: no set, only a reset), ``not_exposed`` (the card does not
+    show the parameter), ``deferred`` (hidden until ADVANCED_PCI_SETTINGS=1 takes effect: query again
+    after the reset), ``skipped`` (with the reason), ``set_args`` (``PARAM=value`` for
+    ``mlxconfig -d <dev> -y set``), ``reset_needed``, ``current_known`` (False for tools that print no
+    Current column: a pending change cannot be seen then), ``errors``."""
+    if not isinstance(query, dict) or "devices" not in query:
+        raise ValueError("query: wanted the result of parse_mlxconfig_query")
+    knobs = resolve_wanted(wanted)
+    plans = []
+    for device in query["devices"]:
+        plan = {
+            "index": device["index"],
+            "device": device.get("device"),
+            "type": device.get("type"),
+            "name": device.get("name"),
+            "in_place": [],
+            "to_set": [],
+            "pending": [],
+            "not_exposed": [],
+            "deferred": [],
+            "skipped": [],
+            "set_args": [],
+            "reset_needed": False,
+            "current_known": bool(device.get("columns")) and "current" in device["columns"],
+            "errors": list(device.get("errors", [])),
+        }
+        params = device.get("params", {})
+        if device.get("columns") is None:
+            plan["skipped"].extend({"param": p, "reason": "the query failed: " + "; ".join(plan["errors"])}
+                                   for p in sorted(knobs))
+            plans.append(plan)
+            continue
+        advanced_wanted = knobs.get("ADVANCED_PCI_SETTINGS", {}).get("value") == 1
+        advanced_shown = params.get("ADVANCED_PCI_SETTINGS", {})
+        advanced_now = (advanced_shown.get("current") or advanced_shown.get("next_boot") or {}).get("value")
+        for param in sorted(knobs):
+            want = knobs[param]
+            shown = params.get(param)
+            if shown is None:
+                if param in HIDDEN_UNTIL_ADVANCED_PCI and advanced_wanted and advanced_now != 1:
+                    plan["deferred"].append({"param": param, "wanted": _set_text(param, want).split("=", 1)[1],
+                                             "reason": "hidden until ADVANCED_PCI_SETTINGS=1 is in effect; "
+                                                       "query again after the firmware reset",
+                                             "source": want["source"]})
+                elif want["source"].startswith("profile") and _PORT2_RE.search(param):
+                    plan["skipped"].append({"param": param, "reason": "single-port card (no second port parameter)",
+                                            "source": want["source"]})
+                else:
+                    plan["not_exposed"].append({"param": param, "source": want["source"]})
+                continue
+            if shown.get("array"):
+                raise ValueError("%s: the card shows an array (%s); name one element, e.g. %s[%d]"
+                                 % (param, shown["next_boot"]["raw"], param, shown["array"][0]))
+            if shown.get("read_only"):
+                plan["skipped"].append({"param": param, "reason": "read only on this card", "source": want["source"]})
+                continue
+            if (param == "MAX_ACC_OUT_READ" and want["value"] == 0 and "default" in shown
+                    and shown["default"]["value"] not in (None, 0)):
+                # nic-configuration-operator configvalidation.go: firmware whose default is not 0 does
+                # not take the auto value; skip with a warning rather than write a value it rejects.
+                plan["skipped"].append({"param": param, "source": want["source"],
+                                        "reason": "auto (0) is not offered by this firmware (default %s)"
+                                                  % shown["default"]["raw"]})
+                continue
+            columns_seen = [shown.get(key) for key in ("default", "current", "next_boot", "new")]
+            next_boot = shown.get("new") or shown.get("next_boot")
+            current = shown.get("current")
+            next_ok = _value_matches(want, next_boot, columns_seen)
+            current_ok = _value_matches(want, current, columns_seen) if current is not None else None
+            row = {"param": param, "wanted": _set_text(param, want).split("=", 1)[1],
+                   "current": _label(current), "next_boot": _label(next_boot), "source": want["source"]}
+            if next_ok is None:
+                plan["to_set"].append(dict(row, note="value not comparable with what the card prints; set by name"))
+                plan["set_args"].append(_set_text(param, want))
+            elif not next_ok:
+                plan["to_set"].append(row)
+                plan["set_args"].append(_set_text(param, want))
+            elif current is not None and current_ok is False:
+                plan["pending"].append(row)
+            else:
+                plan["in_place"].append(row)
+        plan["reset_needed"] = bool(plan["to_set"] or plan["pending"])
+        plans.append(plan)
+    return {"devices": plans, "errors": list(query.get("errors", [])),
+            "reset_needed": any(p["reset_needed"] for p in plans)}
+
+
+# --------------------------------------------------------------------------------------------
+# mlnx_qos
+# --------------------------------------------------------------------------------------------
+
+_TC_RE = re.compile(r"^tc:\s*(\d+)\s+ratelimit:\s*([^,]+),\s*tsa:\s*(\w+)(?:,\s*bw:\s*(\d+)%)?\s*$")
+_DSCP_ROW_RE = re.compile(r"^prio:\s*(\d)\s+dscp:\s*([\d,\s]*)$")
+
+
+def _eight(values, what, lineno):
+    if len(values) != 8:
+        raise ValueError("line %d: %s has %d entries, not 8" % (lineno, what, len(values)))
+    return values
+
+
+def parse_mlnx_qos(text):
+    """Parse ``mlnx_qos -i <netdev>`` output. Returns ``dcbx_mode``, ``trust`` (pcp/dscp),
+    ``dscp2prio`` (dscp -> priority, None when not printed), ``default_priority``,
+    ``receive_buffer_sizes`` / ``max_buffer_size``, ``cable_len``, ``pfc`` (``enabled``: 8 bools,
+    ``buffer``: 8 ints or None), ``tcs`` (``tc``, ``ratelimit``, ``tsa``, ``bw``, ``priorities``).
+    ValueError names the line it could not read or the part that is missing."""
+    if not isinstance(text, str):
+        raise ValueError("mlnx_qos output must be text, got %s" % type(text).__name__)
+    out = {"dcbx_mode": None, "trust": None, "dscp2prio": None, "default_priority": None,
+           "receive_buffer_sizes": None, "max_buffer_size": None, "cable_len": None,
+           "pfc": None, "tcs": []}
+    section = None
+    current_tc = None
+    for lineno, raw_line in enumerate(text.splitlines(), 1):
+        stripped = raw_line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("DCBX mode:"):
+            out["dcbx_mode"] = stripped.split(":", 1)[1].strip()
+            section = None
+        elif stripped.startswith("Priority trust state:"):
+            out["trust"] = stripped.split(":", 1)[1].strip() or None
+            section = None
+        elif stripped.startswith("dscp2prio mapping:"):
+            out["dscp2prio"] = {}
+            section = "dscp"
+        elif stripped.startswith("default priority:"):
+            value = stripped.split(":", 1)[1].strip()
+            out["default_priority"] = int(value) if value.isdigit() else None
+            section = None
+        elif stripped.startswith("Receive buffer size (bytes):"):
+            items = [i.strip() for i in stripped.split(":", 1)[1].split(",") if i.strip()]
+            sizes = []
+            for item in items:
+                if item.startswith("max_buffer_size="):
+                    out["max_buffer_size"] = int(item.split("=", 1)[1])
+                elif item.isdigit():
+                    sizes.append(int(item))
+                else:
+                    raise ValueError("line %d: could not read receive buffer size %r" % (lineno, item))
+            out["receive_buffer_sizes"] = _eight(sizes, "Receive buffer size", lineno)
+            section = None
+        elif stripped.startswith("Cable len:"):
+            out["cable_len"] = int(stripped.split(":", 1)[1].strip())
+            section = None
+        elif stripped.startswith("PFC configuration:"):
+            out["pfc"] = {"enabled": None, "buffer": None}
+            section = "pfc"
+        elif section == "dscp" and _DSCP_ROW_RE.match(stripped):
+            match = _DSCP_ROW_RE.match(stripped)
+            prio = int(match.group(1))
+            for code in [c.strip() for c in match.group(2).split(",") if c.strip()]:
+                out["dscp2prio"][int(code)] = prio
+        elif section == "pfc" and stripped.split()[0] in ("priority", "enabled", "buffer"):
+            words = stripped.split()
+            if words[0] == "priority":
+                if words[1:] != [str(i) for i in range(8)]:
+                    raise ValueError("line %d: PFC priority header is not 0..7: %r" % (lineno, stripped))
+            elif words[0] == "enabled":
+                flags = _eight(words[1:], "PFC enabled", lineno)
+                if any(f not in ("0", "1") for f in flags):
+                    raise ValueError("line %d: PFC enabled flags must be 0/1: %r" % (lineno, stripped))
+                out["pfc"]["enabled"] = [f == "1" for f in flags]
+            else:
+                out["pfc"]["buffer"] = [int(b) for b in _eight(words[1:], "PFC buffer", lineno)]
+        elif _TC_RE.match(stripped):
+            match = _TC_RE.match(stripped)
+            current_tc = {"tc": int(match.group(1)), "ratelimit": match.group(2).strip(),
+                          "tsa": match.group(3), "bw": int(match.group(4)) if match.group(4) else None,
+                          "priorities": []}
+            out["tcs"].append(current_tc)
+            section = "tc"
+        elif stripped.startswith("priority:") and section == "tc" and current_tc is not None:
+            value = stripped.split(":", 1)[1].strip()
+            if not value.isdigit() or int(value) > 7:
+                raise ValueError("line %d: could not read the priority of tc %d: %r" % (lineno, current_tc["tc"], stripped))
+            current_tc["priorities"].append(int(value))
+        elif stripped.startswith("****** WARNING"):
+            continue
+        else:
+            raise ValueError("line %d: could not read %r" % (lineno, stripped))
+    if out["trust"] is None:
+        raise ValueError("no 'Priority trust state:' line: not mlnx_qos -i output, or trust is not supported here")
+    if out["pfc"] is None or out["pfc"]["enabled"] is None:
+        raise ValueError("no PFC configuration table (priority/enabled rows): the output looks truncated")
+    if out["trust"] == "dscp" and out["dscp2prio"] is not None and not out["dscp2prio"]:
+        raise ValueError("dscp2prio mapping: header without rows: the output looks truncated")
+    return out
+
+
+def _validate_priorities(knob, value):
+    if not isinstance(value, list) or any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= 7 for p in value):
+        raise ValueError("%s: wanted a list of priorities 0..7, got %r" % (knob, value))
+    if len(set(value)) != len(value):
+        raise ValueError("%s: priority listed twice in %r" % (knob, value))
+    return sorted(value)
+
+
+def plan_qos(parsed, wanted, ecn=None, interface=None):
+    """Plan trust mode, PFC priorities and ECN for one RoCE port.
+
+    ``wanted``: ``trust`` (pcp/dscp), ``pfc`` (priorities to make lossless, all others off),
+    ``ecn`` (priorities with ECN on, both reaction and notification point), or ``profile: roce``
+    (trust dscp, PFC 3: the operator's roceOptimized defaults). ``ecn``: what the module read from
+    ``/sys/class/net/<if>/ecn/roce_{np,rp}/enable/<prio>`` as ``{"roce_np": {prio: bool},
+    "roce_rp": {...}}``; without it an ECN wish is planned with the current value unknown.
+    Returns ``changes`` (knob, current, wanted, command where ``interface`` is given),
+    ``in_place`` and ``changed``."""
+    if not isinstance(wanted, dict):
+        raise ValueError("qos knobs must be a map (trust, pfc, ecn), got %s" % type(wanted).__name__)
+    wanted = dict(wanted)
+    profile = wanted.pop("profile", None)
+    if profile is not None:
+        if profile not in QOS_PROFILES:
+            raise ValueError("profile: unknown QoS profile %r (known: %s)" % (profile, ", ".join(sorted(QOS_PROFILES))))
+        merged = dict(QOS_PROFILES[profile])
+        merged.update(wanted)
+        wanted = merged
+    unknown = sorted(set(wanted) - {"trust", "pfc", "ecn"})
+    if unknown:
+        raise ValueError("%s: unknown QoS knob (known: trust, pfc, ecn, profile)" % unknown[0])
+    changes, in_place = [], []
+
+    def command(text):
+        return text.format(i=interface) if interface else None
+
+    if "trust" in wanted:
+        if wanted["trust"] not in ("pcp", "dscp"):
+            raise ValueError("trust: wanted pcp or dscp, got %r" % (wanted["trust"],))
+        row = {"knob": "trust", "current": parsed["trust"], "wanted": wanted["trust"]}
+        if parsed["trust"] == wanted["trust"]:
+            in_place.append(row)
+        else:
+            changes.append(dict(row, command=command("mlnx_qos -i {i} --trust " + wanted["trust"])))
+    if "pfc" in wanted:
+        prios = _validate_priorities("pfc", wanted["pfc"])
+        want_flags = [p in prios for p in range(8)]
+        have_flags = parsed["pfc"]["enabled"]
+        row = {"knob": "pfc", "current": [p for p in range(8) if have_flags[p]], "wanted": prios}
+        if have_flags == want_flags:
+            in_place.append(row)
+        else:
+            csv = ",".join("1" if f else "0" for f in want_flags)
+            changes.append(dict(row, command=command("mlnx_qos -i {i} --pfc " + csv)))
+    if "ecn" in wanted:
+        prios = _validate_priorities("ecn", wanted["ecn"])
+        for point in ("roce_np", "roce_rp"):
+            state = (ecn or {}).get(point)
+            for prio in range(8):
+                want = prio in prios
+                have = None if state is None else state.get(prio)
+                row = {"knob": "ecn/%s/%d" % (point, prio), "current": have, "wanted": want}
+                if have is not None and bool(have) == want:
+                    in_place.append(row)
+                elif have is None and not want:
+                    continue  # unknown and not wanted on: nothing to plan
+                else:
+                    changes.append(dict(row, command=command(
+                        "echo %d > /sys/class/net/{i}/ecn/%s/enable/%d" % (int(want), point, prio))))
+    return {"changes": changes, "in_place": in_place, "changed": bool(changes)}
