@@ -22,7 +22,9 @@ ansible.module_utils.__path__.append(os.path.abspath(_MU))
 from ansible.module_utils import gpudirect_crosscheck as xc  # noqa: E402
 
 _RC = re.compile(r"^rc=(\d+)\s*$", re.M)
-_RANK_OK = re.compile(r"^rank (\d+): all_reduce .* ok=(True|False)", re.M)
+# anywhere in a line: the ranks' lines can run into each other's or NCCL's
+_RANK_OK = re.compile(r"rank (\d+): all_reduce .*? ok=(True|False)")
+_WORLD = re.compile(r"^nccl_allreduce: (\d+) ranks", re.M)
 
 
 def judge(text):
@@ -31,7 +33,8 @@ def judge(text):
     parsed = xc.parse_nccl_log(text)
     verdict = xc.judge_nccl(parsed, rc if rc is not None else 1, nccl_tests=False)
     ranks = dict((int(r), ok == "True") for r, ok in _RANK_OK.findall(text))
-    return rc, parsed, verdict, ranks
+    world = _WORLD.search(text)
+    return rc, parsed, verdict, ranks, int(world.group(1)) if world else None
 
 
 def main(argv):
@@ -42,7 +45,7 @@ def main(argv):
     problems = []
     for path in opts.logs:
         with open(path) as handle:
-            rc, parsed, verdict, ranks = judge(handle.read())
+            rc, parsed, verdict, ranks, world = judge(handle.read())
         name = os.path.basename(path)
         types = sorted(set(c["type"] for c in parsed["channels"]))
         print("%s: NCCL %s, %d ranks (data %s), %d transport lines (%s), network %s: %s" % (
@@ -53,9 +56,9 @@ def main(argv):
             else "not GPUDirect RDMA: " + " | ".join(verdict["problems"])))
         if opts.expect != "no-gdr":
             continue
-        if rc != 0 or len(ranks) < 2 or not all(ranks.values()):
-            problems.append("%s: the all-reduce did not run and compare its data on every rank (rc=%s, ranks %s)"
-                            % (name, rc, ranks))
+        if rc != 0 or world is None or world < 2 or sorted(ranks) != list(range(world)) or not all(ranks.values()):
+            problems.append("%s: the all-reduce did not run and compare its data on every rank (rc=%s, %s ranks "
+                            "started, their lines: %s)" % (name, rc, world, ranks))
         if verdict["status"] == "passed":
             problems.append("%s: judged GPUDirect RDMA on a node without RDMA NIC" % name)
         elif not parsed["channels"]:

@@ -30,9 +30,11 @@ def run(rank, world, port, elements):
     seconds = time.monotonic() - started
     want = world * (world + 1) / 2
     ok = bool((x == want).all().item())
-    print("rank %d: all_reduce of %d float32 on cuda:%d (%s): sum %s, want %s, every element compared ok=%s "
-          "(%.3f s)" % (rank, elements, rank, torch.cuda.get_device_name(rank), x[0].item(), want, ok, seconds),
-          flush=True)
+    # one write per line: the ranks share the output with each other and with NCCL
+    sys.stdout.write("rank %d: all_reduce of %d float32 on cuda:%d (%s): sum %s, want %s, every element compared "
+                     "ok=%s (%.3f s)\n" % (rank, elements, rank, torch.cuda.get_device_name(rank), x[0].item(), want,
+                                          ok, seconds))
+    sys.stdout.flush()
     dist.destroy_process_group()
     if not ok:
         sys.exit(3)

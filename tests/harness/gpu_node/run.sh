@@ -175,7 +175,7 @@ for g in facts["gpus"]:
                   r.get("mismatches", "-"), r.get("corruption caught", "-"), r.get("H2D Gbit/s", "-"),
                   r.get("D2H Gbit/s", "-"), r.get("seconds", "-"), verdicts.get(g["address"], "not run").strip(),
                   "%s/%s" % (nv.get("links_up"), nv.get("links_total")) if nv else "-",
-                  "%s/%s" % (fab.get("state"), fab.get("status")) if fab else "-"))
+                  "%s/%s" % (fab.get("state") or "N/A", fab.get("status") or "N/A") if fab else "-"))
 widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
 print("\nGPU-node summary: %d GPU%s, %d RDMA NIC%s" % (len(facts["gpus"]), "" if len(facts["gpus"]) == 1 else "s",
       len(facts["rdma_devices"]), "" if len(facts["rdma_devices"]) == 1 else "s"))
