@@ -34,7 +34,9 @@ def test_nvlink_status_of_the_two_h200s():
         assert (gpu["links_total"], gpu["links_up"], gpu["link_speed_gbytes_s"]) == (18, 18, 26.562)
         assert gpu["total_gbytes_s"] == 478.116
         assert [link["link"] for link in gpu["links"]] == list(range(18))
-    assert gpus[0]["uuid"] == "GPU-baa4ea09-d5ab-8ad1-64c9-6e42f0e8a283"
+    # the same GPUs as nvidia-smi -L names them on that machine
+    listed = [line for line in read(H200X2_CAPTURE, "nvidia-smi-L.txt").splitlines() if line.startswith("GPU ")]
+    assert ["GPU %d: %s (UUID: %s)" % (i, gpus[i]["name"], gpus[i]["uuid"]) for i in (0, 1)] == listed
 
 
 def test_nvlink_status_inactive_links_mixed_speeds_and_no_nvlink():
