@@ -15,7 +15,7 @@
 #   module_utils/*.py                -> plugins/module_utils/
 #   filter_plugins/*.py              -> plugins/filter/
 #   callback_plugins/*.py            -> plugins/callback/
-#   meta/runtime.yml                 -> written here (requires_ansible)
+#   meta/runtime.yml, CHANGELOG.md   -> copied from the root
 #
 # and, in the staged copy only, rewrites the imports of the project's own module_utils
 # (`from ansible.module_utils.gpudirect_x import ...`, `from ansible.module_utils import gpudirect_x`)
@@ -62,11 +62,9 @@ cp library/*.py "$stage/plugins/modules/"
 cp module_utils/*.py "$stage/plugins/module_utils/"
 cp filter_plugins/*.py "$stage/plugins/filter/"
 cp callback_plugins/*.py "$stage/plugins/callback/"
-cat >"$stage/meta/runtime.yml" <<'EOF'
----
-# the roles' meta/main.yml say min_ansible_version 2.17; the project is tested with ansible-core 2.19
-requires_ansible: ">=2.17.0"
-EOF
+# the root's meta/runtime.yml (requires_ansible) and the changelog Galaxy wants
+cp meta/runtime.yml "$stage/meta/runtime.yml"
+cp CHANGELOG.md "$stage/CHANGELOG.md"
 find "$stage" \( -name __pycache__ -o -name '*.pyc' -o -name .molecule \) -prune -exec rm -rf {} +
 
 # the project's module_utils are the files under module_utils/; only imports of those are rewritten
