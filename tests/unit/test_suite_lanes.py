@@ -65,12 +65,14 @@ def test_not_run_when_the_background_lane_dies(tmp_path):
     assert "ended without saving" in p.stdout
 
 
-def test_the_default_set_runs_secureboot_after_the_niced_stages_and_lists_it():
+def test_the_default_set_runs_the_vm_scenarios_in_their_own_lanes_beside_the_niced_stages():
     text = open(os.path.join(ROOT, "scripts", "test.sh")).read()
     niced = 'renice -n 10 -p "$BASHPID" >/dev/null; run_stages static unit container pair )'
     assert niced in text
-    assert text.index(niced) < text.index("  run_stages secureboot\n")
-    assert "order=(static unit container pair secureboot rdma kernel_update)" in text
+    # every VM lane starts before the niced foreground stages
+    for lane in ("  lane rdma rdma\n", "  lane kernel_update kernel_update\n", "  lane secureboot secureboot\n"):
+        assert text.index(lane) < text.index(niced), lane
+    assert "order=(static unit container pair rdma kernel_update secureboot)" in text
 
 
 def test_the_default_set_starts_kernel_update_in_its_own_lane_after_rdma_saves():
@@ -78,9 +80,11 @@ def test_the_default_set_starts_kernel_update_in_its_own_lane_after_rdma_saves()
     the two VM scenarios overlap while rdma runs its later checks."""
     text = open(os.path.join(ROOT, "scripts", "test.sh")).read()
     assert 'stage_kernel_update() { after_saved rdma rdma-converged && scenarios kernel_update; }' in text
+    assert 'stage_secureboot() { after_saved rdma rdma-converged && scenarios secureboot; }' in text
     rdma_lane, ku_lane = text.index("  lane rdma rdma\n"), text.index("  lane kernel_update kernel_update\n")
-    # the kernel_update lane knows which lane to wait for
+    # the kernel_update and secureboot lanes know which lane to wait for
     assert rdma_lane < text.index('export GPUDIRECT_TEST_LANE_PID=${lane_pids[0]}') < ku_lane
+    assert ku_lane < text.index("  lane secureboot secureboot\n")
 
 
 REPORT = textwrap.dedent("""\
@@ -89,7 +93,7 @@ REPORT = textwrap.dedent("""\
     mkdir -p molecule/rdma
     results=$PWD/results
     printf '%s\\n' "$RESULTS" >"$results"
-    order=(static unit container pair secureboot rdma kernel_update)
+    order=(static unit container pair rdma kernel_update secureboot)
     t_all=$(( $(date +%s) - ELAPSED ))
     report
 """)
@@ -103,7 +107,7 @@ def report(tmp_path, results, elapsed):
 
 
 STAGES_OK = ["static ok 80", "unit ok 250", "container ok 900", "pair ok 500",
-             "secureboot ok 1200", "rdma ok 1100", "kernel_update ok 1300"]
+             "rdma ok 1100", "kernel_update ok 1300", "secureboot ok 1200"]
 
 
 def test_report_gives_each_lane_and_the_total_against_60_and_90_minutes(tmp_path):
@@ -117,7 +121,7 @@ def test_report_gives_each_lane_and_the_total_against_60_and_90_minutes(tmp_path
 
 def test_report_says_over_and_fails_a_stage_that_left_no_result(tmp_path):
     # kernel_update's lane died before writing its line: a failure, and a suite over the aim
-    p = report(tmp_path, STAGES_OK[:-1] + ["lane foreground 3900"], 4000)
+    p = report(tmp_path, [s for s in STAGES_OK if not s.startswith("kernel_update")] + ["lane foreground 3900"], 4000)
     assert p.returncode == 1, p.stdout
     assert "kernel_update  FAILED  (no result: the lane ended before it)" in p.stdout
     assert "aim 60 min: OVER; CI stops at 90 min: within" in p.stdout
