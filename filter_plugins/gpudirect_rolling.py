@@ -13,9 +13,11 @@
 ``settings | gpudirect_drain_protection``
     roles/gpudirect_drain tasks/drain.yml: what one node's drain settings (a dict of the
     knobs) lack to drain it before a disruption (list of str, empty when protected).
-``hosts | gpudirect_rolling_setting(hostvars, knob)``
+``hosts | gpudirect_rolling_setting(hostvars, knob[, override, override_name])``
     site.yml: the checked value of ``gpudirect_rolling_batch`` or
-    ``gpudirect_rolling_max_fail_percentage`` that every node of the rolling play agrees on.
+    ``gpudirect_rolling_max_fail_percentage`` that every node of the rolling play agrees on;
+    kernel_update.yml: ``override`` (kernel_update_serial, kernel_update_max_fail_percentage)
+    replaces it when set, checked by the same rules under its own name.
 
 Bad input raises ``AnsibleFilterError`` with the message of the decision.
 """
@@ -57,9 +59,9 @@ def gpudirect_plan_changes(plans):
         raise AnsibleFilterError("gpudirect_plan_changes: %s" % exc)
 
 
-def gpudirect_rolling_setting(hosts, hostvars, knob):
+def gpudirect_rolling_setting(hosts, hostvars, knob, override=None, override_name=None):
     try:
-        return _ROLLING.play_setting(hosts, hostvars, knob)
+        return _ROLLING.play_setting(hosts, hostvars, knob, override, override_name)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("gpudirect_rolling_setting: %s" % exc)
 

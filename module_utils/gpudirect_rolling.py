@@ -131,7 +131,7 @@ def _role_sentences(plans, key, meaning):
     return out
 
 
-def batch(value):
+def batch(value, name="gpudirect_rolling_batch"):
     """gpudirect_rolling_batch as the play's serial: an int >= 1 or "N%" with 1 <= N <= 100, or
     a list of those as Ansible's serial takes it (a canary: [1, 5, "10%"], the last size
     repeating until every node is done); a string "1, 5, 10%" is the same list."""
@@ -139,55 +139,55 @@ def batch(value):
         value = [item for item in (part.strip() for part in value.split(",")) if item]
     if isinstance(value, (list, tuple)):
         if not value:
-            raise ValueError('gpudirect_rolling_batch=[] must list at least one batch size, e.g. [1, 5, "10%"]')
+            raise ValueError('%s=[] must list at least one batch size, e.g. [1, 5, "10%%"]' % name)
         sizes = []
         for item in value:
             if isinstance(item, (list, tuple, dict)):
-                raise ValueError("gpudirect_rolling_batch=%r: each batch size is a number of nodes or a percentage, "
-                                 "not %s" % (value, type(item).__name__))
+                raise ValueError("%s=%r: each batch size is a number of nodes or a percentage, "
+                                 "not %s" % (name, value, type(item).__name__))
             try:
-                sizes.append(_one_batch(item))
+                sizes.append(_one_batch(item, name))
             except ValueError as exc:
                 # "gpudirect_rolling_batch=0 must be ...": the rule, said of the item
-                raise ValueError("gpudirect_rolling_batch=%r: item %r must %s" % (value, item, str(exc).split(" must ", 1)[-1]))
+                raise ValueError("%s=%r: item %r must %s" % (name, value, item, str(exc).split(" must ", 1)[-1]))
         return sizes
-    return _one_batch(value)
+    return _one_batch(value, name)
 
 
-def _one_batch(value):
+def _one_batch(value, name="gpudirect_rolling_batch"):
     if isinstance(value, bool):
-        raise ValueError("gpudirect_rolling_batch=%r must be a number of nodes (1 or more) or a percentage "
-                         "such as \"10%%\", not a boolean" % (value,))
+        raise ValueError("%s=%r must be a number of nodes (1 or more) or a percentage "
+                         "such as \"10%%\", not a boolean" % (name, value))
     if isinstance(value, int):
         if value < 1:
-            raise ValueError("gpudirect_rolling_batch=%d must be 1 or more nodes (or a percentage such as \"10%%\")"
-                             % value)
+            raise ValueError("%s=%d must be 1 or more nodes (or a percentage such as \"10%%\")"
+                             % (name, value))
         return value
     if isinstance(value, str):
         text = value.strip()
         if text.isdigit():
-            return _one_batch(int(text))
+            return _one_batch(int(text), name)
         match = _PERCENT.match(text)
         if match:
             percent = int(match.group(1))
             if not 1 <= percent <= 100:
-                raise ValueError("gpudirect_rolling_batch=%r must be a percentage from 1%% to 100%%" % (value,))
+                raise ValueError("%s=%r must be a percentage from 1%% to 100%%" % (name, value))
             return "%d%%" % percent
-    raise ValueError("gpudirect_rolling_batch=%r must be a number of nodes (1 or more) or a percentage "
-                     "such as \"10%%\"" % (value,))
+    raise ValueError("%s=%r must be a number of nodes (1 or more) or a percentage "
+                     "such as \"10%%\"" % (name, value))
 
 
-def max_fail_percentage(value):
+def max_fail_percentage(value, name="gpudirect_rolling_max_fail_percentage"):
     """gpudirect_rolling_max_fail_percentage as an int from 0 to 100."""
     if isinstance(value, bool):
-        raise ValueError("gpudirect_rolling_max_fail_percentage=%r must be a whole number from 0 to 100, "
-                         "not a boolean" % (value,))
+        raise ValueError("%s=%r must be a whole number from 0 to 100, "
+                         "not a boolean" % (name, value))
     number = value
     if isinstance(value, str) and value.strip().isdigit():
         number = int(value.strip())
     if not isinstance(number, int) or not 0 <= number <= 100:
-        raise ValueError("gpudirect_rolling_max_fail_percentage=%r must be a whole number from 0 to 100 "
-                         "(0: any failed node stops the run before the next batch)" % (value,))
+        raise ValueError("%s=%r must be a whole number from 0 to 100 "
+                         "(0: any failed node stops the run before the next batch)" % (name, value))
     return number
 
 
@@ -197,19 +197,24 @@ _CHECKS = {
 }
 
 
-def check(knob, value):
-    """The normalised value of one batch knob (ValueError naming the knob when bad)."""
+def check(knob, value, name=None):
+    """The normalised value of one batch knob (ValueError naming the knob when bad).
+    ``name``: the knob the value came from when it is another one with the same rules
+    (kernel_update.yml's kernel_update_serial and kernel_update_max_fail_percentage)."""
     if knob not in _CHECKS:
         raise ValueError("%r is not a batch knob (%s)" % (knob, ", ".join(sorted(_CHECKS))))
-    return _CHECKS[knob](DEFAULTS[knob] if value is None else value)
+    return _CHECKS[knob](DEFAULTS[knob] if value is None else value, name or knob)
 
 
-def play_setting(hosts, hostvars, knob):
+def play_setting(hosts, hostvars, knob, override=None, override_name=None):
     """The one value of ``knob`` for the play over ``hosts`` (default when no host sets it).
 
     ``hostvars`` maps a host name to its variables (Ansible's hostvars). Every host
-    must agree: a batch size is a property of the play, not of a node.
+    must agree: a batch size is a property of the play, not of a node. ``override``
+    (not None), from the knob ``override_name``, replaces it, checked by the same rules.
     """
+    if override is not None:
+        return check(knob, override, override_name)
     if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
         raise ValueError("expected a list of host names, got %s" % type(hosts).__name__)
     values = {}

@@ -45,6 +45,8 @@ def run(tmp_path_factory):
         _role(root, name, {"main.yml": LOG.format(event=name)})
     _role(root, "kernel_update", {
         "main.yml": LOG.format(event="kernel"),
+        # the plan (tests/unit/test_kernel_update_plan.py tests the real one): every node needs the update
+        "plan.yml": "- name: Every node needs the update\n  ansible.builtin.group_by:\n    key: kernel_update_pending\n",
         "drain.yml": "- name: Drain\n  ansible.builtin.include_role:\n    name: gpudirect_drain\n    tasks_from: drain\n",
         "resume.yml": "- name: Resume\n  ansible.builtin.include_role:\n    name: gpudirect_drain\n    tasks_from: resume\n",
     })
