@@ -21,6 +21,12 @@ _mu = os.path.join(ROOT, "module_utils")
 if _mu not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_mu)
 
+# the playbooks these tests run write no run summaries (tests/unit/test_run_summary.py
+# turns them on where it checks them) and log to a file of their own, not logs/ansible.log
+os.environ.setdefault("GPUDIRECT_RUN_SUMMARY_DIR", "")
+os.environ.setdefault("ANSIBLE_LOG_PATH", os.path.join(__import__("tempfile").gettempdir(),
+                                                       "gpudirect-unit-tests-ansible.log"))
+
 for sub in ("library", "filter_plugins"):
     path = os.path.join(ROOT, sub)
     if path not in sys.path:
