@@ -10,6 +10,10 @@
 ``nodes | gpudirect_rolling_unprotected(hostvars, playbook='site')``
     playbooks/plan.yml and kernel_update.yml: the refusal (str) of a run that would
     disrupt nodes that nothing drains first, naming each node and knob; '' when none.
+``hosts_all | gpudirect_rolling_budget(hostvars, alive, batch)``
+    playbooks/rolling.yml and kernel_update.yml, before each batch: whether the campaign's
+    budgets (gpudirect_rolling_max_failed_nodes, gpudirect_rolling_max_out_of_service) let
+    it drain this batch ({stop, reason, failed, out_before}).
 ``settings | gpudirect_drain_protection``
     roles/gpudirect_drain tasks/drain.yml: what one node's drain settings (a dict of the
     knobs) lack to drain it before a disruption (list of str, empty when protected).
@@ -66,6 +70,15 @@ def gpudirect_rolling_setting(hosts, hostvars, knob, override=None, override_nam
         raise AnsibleFilterError("gpudirect_rolling_setting: %s" % exc)
 
 
+def gpudirect_rolling_budget(hosts_all, hostvars, alive, batch_hosts):
+    try:
+        max_failed = _ROLLING.play_setting(list(hosts_all), hostvars, "gpudirect_rolling_max_failed_nodes")
+        max_out = _ROLLING.play_setting(list(hosts_all), hostvars, "gpudirect_rolling_max_out_of_service")
+        return _ROLLING.budget(list(hosts_all), hostvars, list(alive), list(batch_hosts), max_failed, max_out)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_rolling_budget: %s" % exc)
+
+
 def gpudirect_rolling_unprotected(nodes, hostvars, playbook="site"):
     try:
         aliases = _ROLLING.KERNEL_UPDATE_ALIASES if playbook == "kernel_update" else None
@@ -89,6 +102,7 @@ class FilterModule(object):
             "gpudirect_plan_changes": gpudirect_plan_changes,
             "gpudirect_plan_disruption": gpudirect_plan_disruption,
             "gpudirect_reboot_disruption": gpudirect_reboot_disruption,
+            "gpudirect_rolling_budget": gpudirect_rolling_budget,
             "gpudirect_rolling_setting": gpudirect_rolling_setting,
             "gpudirect_rolling_unprotected": gpudirect_rolling_unprotected,
         }

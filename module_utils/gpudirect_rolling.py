@@ -50,6 +50,9 @@ PLANNED_ROLES = ("mlnx_ofed", "nvidia_driver", "gpudirect_peermem", "pcie_acs")
 DEFAULTS = {
     "gpudirect_rolling_batch": 1,
     "gpudirect_rolling_max_fail_percentage": 0,
+    # the campaign's budgets (issue #30, outcome 1): None is no budget
+    "gpudirect_rolling_max_failed_nodes": None,
+    "gpudirect_rolling_max_out_of_service": None,
 }
 
 _PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
@@ -191,9 +194,33 @@ def max_fail_percentage(value, name="gpudirect_rolling_max_fail_percentage"):
     return number
 
 
+def node_budget(value, name):
+    """A budget in nodes: None (none), a whole number >= 0, or "N%" (0-100) of the play's nodes."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
+        return None
+    if isinstance(value, bool):
+        raise ValueError("%s=%r must be a number of nodes (0 or more) or a percentage such as \"5%%\", not a boolean"
+                         % (name, value))
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("%s=%d must be 0 or more nodes (or a percentage such as \"5%%\")" % (name, value))
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        match = _PERCENT.match(text)
+        if match and 0 <= int(match.group(1)) <= 100:
+            return "%d%%" % int(match.group(1))
+    raise ValueError("%s=%r must be a number of nodes (0 or more), a percentage such as \"5%%\", or empty for no "
+                     "budget" % (name, value))
+
+
 _CHECKS = {
     "gpudirect_rolling_batch": batch,
     "gpudirect_rolling_max_fail_percentage": max_fail_percentage,
+    "gpudirect_rolling_max_failed_nodes": node_budget,
+    "gpudirect_rolling_max_out_of_service": node_budget,
 }
 
 
@@ -204,6 +231,71 @@ def check(knob, value, name=None):
     if knob not in _CHECKS:
         raise ValueError("%r is not a batch knob (%s)" % (knob, ", ".join(sorted(_CHECKS))))
     return _CHECKS[knob](DEFAULTS[knob] if value is None else value, name or knob)
+
+
+def _nodes_of(value, total):
+    """A checked budget as a number of nodes out of ``total`` (a percentage rounds down)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return int(total * int(value[:-1]) // 100)
+    return value
+
+
+def budget(hosts_all, hostvars, alive, batch_hosts, max_failed=None, max_out=None):
+    """Whether the campaign may drain the next batch (issue #30, outcome 1).
+
+    ``hosts_all``: the rolling play's nodes (ansible_play_hosts_all); ``alive``: those
+    still in the run (ansible_play_hosts); ``batch_hosts``: the batch about to start
+    (ansible_play_batch). Counted over the whole run, not per batch:
+
+    * failed: nodes of earlier batches that started (``gpudirect_drain_stage``) and were
+      failed, lost or left drained by this run; the campaign stops once more than
+      ``max_failed`` (gpudirect_rolling_max_failed_nodes) have;
+    * out of service with this batch: those, the nodes out of service before the run
+      (``gpudirect_drain_out_before``, as read so far) and the batch's own nodes; more
+      than ``max_out`` (gpudirect_rolling_max_out_of_service) stops the campaign before
+      this batch is drained.
+
+    Returns {"stop": bool, "reason": sentence or "", "failed": [...], "out_before": [...]}.
+    """
+    batch_set = set(batch_hosts)
+    alive_set = set(alive)
+    failed, out_before = [], []
+    for host in hosts_all:
+        variables = hostvars.get(host, {}) if isinstance(hostvars, dict) else hostvars[host]
+        if _get_flag(variables, "gpudirect_drain_out_before"):
+            out_before.append(str(host))
+        if host in batch_set or variables.get("gpudirect_drain_stage") is None:
+            continue
+        if host not in alive_set or variables.get("gpudirect_drain_left_drained") \
+                or variables.get("__gpudirect_drain_failure"):
+            failed.append(str(host))
+    total = len(hosts_all)
+    cap_failed = _nodes_of(check("gpudirect_rolling_max_failed_nodes", max_failed), total)
+    cap_out = _nodes_of(check("gpudirect_rolling_max_out_of_service", max_out), total)
+    out = {"stop": False, "reason": "", "failed": failed, "out_before": out_before}
+    not_touched = "Nothing was drained or changed on %s; run the playbook again once the nodes above are fixed" \
+        % ", ".join(sorted(batch_set))
+    if cap_failed is not None and len(failed) > cap_failed:
+        out.update(stop=True, reason="the campaign stops: %d node(s) failed or were left drained by this run (%s), "
+                   "more than gpudirect_rolling_max_failed_nodes=%s allows. %s"
+                   % (len(failed), ", ".join(failed), max_failed, not_touched))
+        return out
+    if cap_out is not None:
+        down = sorted(set(failed) | set(out_before) | batch_set)
+        if len(down) > cap_out:
+            out.update(stop=True, reason="the campaign stops before this batch: with it, %d node(s) would be out of "
+                       "service (%d failed or left drained by this run, %d out of service before it: %s; %d in this "
+                       "batch), more than gpudirect_rolling_max_out_of_service=%s allows (%d of %d nodes). %s"
+                       % (len(down), len(failed), len(out_before), ", ".join(out_before) or "none",
+                          len(batch_set - set(out_before)), max_out, cap_out, total, not_touched))
+    return out
+
+
+def _get_flag(variables, knob):
+    value = variables.get(knob, False)
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return bool(value)
 
 
 def play_setting(hosts, hostvars, knob, override=None, override_name=None):

@@ -174,3 +174,42 @@ def test_a_node_in_service_is_drained_and_resumed_after_a_passed_verification(tm
     assert p.returncode == 0, p.stdout
     assert log.read_text().split() == ["state", "drain", "idle", "resume"]
     assert "was out of service before this run (" not in p.stdout and "not resumed, it was" not in p.stdout
+
+
+# --- issue #30 outcome 1: the campaign's budgets, counted over the whole run
+
+def test_budget_counts_failed_lost_and_left_drained_nodes_of_earlier_batches_only():
+    hostvars = {"n1": {"gpudirect_drain_stage": "verify"},                       # passed, alive
+                "n2": {"gpudirect_drain_stage": "dkms", "__gpudirect_drain_failure": {"task": "x"}},
+                "n3": {"gpudirect_drain_stage": "reboot"},                       # lost (not alive)
+                "n4": {"gpudirect_drain_stage": "verify", "gpudirect_drain_left_drained": {"reason": "r"}},
+                "n5": {}, "n6": {}}
+    alive = ["n1", "n2", "n4", "n5", "n6"]
+    out = rolling.budget(list(hostvars), hostvars, alive, ["n5"], max_failed=3)
+    assert out["failed"] == ["n2", "n3", "n4"] and out["stop"] is False
+    out = rolling.budget(list(hostvars), hostvars, alive, ["n5"], max_failed=2)
+    assert out["stop"] and "3 node(s) failed or were left drained by this run (n2, n3, n4)" in out["reason"]
+    assert "gpudirect_rolling_max_failed_nodes=2" in out["reason"] and "Nothing was drained or changed on n5" in out["reason"]
+    # a percentage of the play's nodes: 50% of 6 = 3
+    assert rolling.budget(list(hostvars), hostvars, alive, ["n5"], max_failed="50%")["stop"] is False
+
+
+def test_out_of_service_budget_counts_nodes_out_before_the_run_and_the_next_batch():
+    hostvars = {"n1": {"gpudirect_drain_out_before": True}, "n2": {"gpudirect_drain_out_before": "True"},
+                "n3": {}, "n4": {}, "n5": {}}
+    hosts = list(hostvars)
+    # out before: n1, n2; the batch n3, n4 -> 4 nodes out at once
+    out = rolling.budget(hosts, hostvars, hosts, ["n3", "n4"], max_out=3)
+    assert out["stop"] and "4 node(s) would be out of service" in out["reason"]
+    assert "out of service before it: n1, n2" in out["reason"] and "gpudirect_rolling_max_out_of_service=3" in out["reason"]
+    assert rolling.budget(hosts, hostvars, hosts, ["n3", "n4"], max_out=4)["stop"] is False
+    # a node of the batch that was out before counts once
+    assert rolling.budget(hosts, hostvars, hosts, ["n1", "n3"], max_out=3)["stop"] is False
+
+
+@pytest.mark.parametrize("value", [-1, True, "x", "101%", 1.5])
+def test_a_bad_budget_is_refused_naming_the_knob(value):
+    with pytest.raises(ValueError, match="gpudirect_rolling_max_failed_nodes="):
+        rolling.play_setting(["n1"], {"n1": {"gpudirect_rolling_max_failed_nodes": value}},
+                             "gpudirect_rolling_max_failed_nodes")
+    assert rolling.play_setting(["n1"], {"n1": {}}, "gpudirect_rolling_max_out_of_service") is None

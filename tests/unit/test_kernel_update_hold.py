@@ -34,8 +34,7 @@ def _role(root, name, files):
         path.write_text("---\n" + textwrap.dedent(text))
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def _run(tmp_path_factory, extra_args=()):
     root = tmp_path_factory.mktemp("ku")
     (root / "playbooks").mkdir()
     shutil.copy(os.path.join(ROOT, "playbooks", "kernel_update.yml"), root / "playbooks" / "kernel_update.yml")
@@ -110,7 +109,7 @@ def run(tmp_path_factory):
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                KU_BOOT_LOG=str(root / "boot.log"))
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "hosts.yml",
-            "playbooks/kernel_update.yml", "-e", "kernel_update_serial=2"]
+            "playbooks/kernel_update.yml", "-e", "kernel_update_serial=2"] + list(extra_args)
     try:
         proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     finally:
@@ -119,6 +118,11 @@ def run(tmp_path_factory):
     events = re.findall(r'"msg": "EVENT (\S+) ?(.*?)"', proc.stdout)
     boot = (root / "boot.log").read_text().splitlines() if (root / "boot.log").exists() else []
     return proc, events, boot
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return _run(tmp_path_factory)
 
 
 def test_the_failed_node_is_held_the_passed_one_released_and_the_next_batch_not_reached(run):
@@ -139,3 +143,24 @@ def test_the_failed_node_is_held_the_passed_one_released_and_the_next_batch_not_
     assert sorted(boot) == ["n1 held proven=True", "n1 released proven=None",
                             "n2 held proven=False", "n2 released proven=None"]
     assert boot.index("n2 released proven=None") < boot.index("n2 held proven=False")
+
+
+def test_a_spent_failure_budget_stops_the_campaign_before_the_next_batch_touches_anything(tmp_path_factory):
+    """max_fail_percentage 100 lets the next batch start; the campaign's budget of 0 failed
+    nodes over the run (issue #30, outcome 1) stops it there: n3 fails before its lock,
+    never drained, and the table says why."""
+    proc, events, boot = _run(tmp_path_factory, ["-e", "kernel_update_max_fail_percentage=100",
+                                                 "-e", "gpudirect_rolling_max_failed_nodes=0"])
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    assert "n3" not in {node for node, _ in events}
+    assert "the campaign stops: 1 node(s) failed or were left drained by this run (n2), more than " \
+           "gpudirect_rolling_max_failed_nodes=0 allows. Nothing was drained or changed on n3" in proc.stdout
+    rows = {m.group(1): m.group(2) for m in re.finditer(r'^\s*"(n\d)  (.*)"', proc.stdout, re.M)}
+    assert "failed before any drain at 'Stop the campaign before this batch when a budget" in rows["n3"]
+    assert not [line for line in boot if line.startswith("n3")]
+
+
+def test_a_budget_with_room_lets_the_next_batch_run(tmp_path_factory):
+    proc, events, _ = _run(tmp_path_factory, ["-e", "kernel_update_max_fail_percentage=100",
+                                              "-e", "gpudirect_rolling_max_failed_nodes=1"])
+    assert "verify" in [event for node, event in events if node == "n3"], proc.stdout[-4000:]

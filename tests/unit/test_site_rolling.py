@@ -136,6 +136,9 @@ def _project(tmp_path):
                     __stub_locked: false
             """),
         "drain.yml": _log("drain"),
+        # the real entry point's decision (its scheduler reads need the role's defaults)
+        "budget.yml": "- name: Weigh this batch" + open(os.path.join(ROOT, "roles", "gpudirect_drain", "tasks",
+                                                                  "budget.yml")).read().split("- name: Weigh this batch", 1)[1],
         # the real entry point: what it does is what these tests are about
         "disrupt.yml": open(os.path.join(ROOT, "roles", "gpudirect_drain", "tasks", "disrupt.yml")).read().split("\n", 1)[1],
         "failed.yml": _log("failed") + textwrap.dedent("""\
