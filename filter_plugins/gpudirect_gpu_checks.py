@@ -7,6 +7,9 @@
 * ``gpudirect_signing_check`` judges gpudirect_module_signing's read-only check of
   the chain for the running and the next boot kernel
   (``module_utils/gpudirect_secure_boot.py`` ``verification_check``).
+* ``gpudirect_fabric_check`` judges each GPU's NVLink fabric state from the facts
+  (``module_utils/gpudirect_nvlink.py`` ``judge_fabric``): Completed/Success, or a failure
+  naming the GPUs; skipped where no GPU is on a fabric.
 * ``gpudirect_verify_add_checks`` puts the checks in the verification record: each
   one under ``checks`` and as a line of ``notes`` (which the Markdown report and the
   fleet summary print); a failed check turns a passed host into a failed one, with a
@@ -30,6 +33,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 
 from ansible.module_utils import gpudirect_dcgm as _dcgm  # noqa: E402
 from ansible.module_utils import gpudirect_gdrcopy as _gdrcopy  # noqa: E402
+from ansible.module_utils import gpudirect_nvlink as _nvlink  # noqa: E402
 from ansible.module_utils import gpudirect_secure_boot as _secure_boot  # noqa: E402
 
 _FIX = {
@@ -39,6 +43,7 @@ _FIX = {
     "dcgm": ("read the failing test's message in the report, or run the same 'dcgmi diag -r N' on the node; "
              "set gpudirect_verify_dcgm_diag_level: 0 to leave DCGM out of the verdict"),
     "module_signing": _secure_boot.SIGNING_FIX + "; set gpudirect_verify_signing: false to leave it out of the verdict",
+    "nvlink_fabric": _nvlink.FABRIC_FIX,
 }
 
 
@@ -109,6 +114,18 @@ def gpudirect_verify_add_checks(record, checks):
     return out
 
 
+def gpudirect_fabric_check(facts):
+    """The NVLink fabric check from the node's GPUDirect facts (``ansible_facts.gpudirect``)."""
+    if not isinstance(facts, dict):
+        raise AnsibleFilterError("gpudirect_fabric_check expects ansible_facts.gpudirect, got %r" % (facts,))
+    nvlink = facts.get("nvlink") or {}
+    try:
+        return _nvlink.judge_fabric(facts.get("gpus") or [], bool(nvlink.get("fabric_available")),
+                                    nvlink.get("fabric_reason") or nvlink.get("reason"))
+    except ValueError as exc:
+        raise AnsibleFilterError("gpudirect_fabric_check: %s" % exc)
+
+
 def gpudirect_signing_check(result, cert_configured=True):
     """The module signing check from the registered gpudirect_module_signing check run."""
     if not isinstance(result, dict) or result.get("skipped") or "secure_boot" not in result:
@@ -122,6 +139,7 @@ class FilterModule(object):
 
     def filters(self):
         return {
+            "gpudirect_fabric_check": gpudirect_fabric_check,
             "gpudirect_gdrcopy_check": gpudirect_gdrcopy_check,
             "gpudirect_dcgm_check": gpudirect_dcgm_check,
             "gpudirect_signing_check": gpudirect_signing_check,

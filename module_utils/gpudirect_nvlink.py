@@ -132,3 +132,57 @@ def parse_fabric(text):
                 value = int(value)
             out[address][key] = value
     return out
+
+
+# NVIDIA's fabric states (nvidia-smi -q "Fabric" section; NVML nvmlGpuFabricState_t:
+# Not Supported, Not Started, In Progress, Completed). A GPU is on a working NVLink fabric
+# only at Completed with Status Success; N/A (None) is a GPU that is not on one.
+FABRIC_FIX = ("the GPU's NVLink fabric did not come up: check that nvidia-fabricmanager runs with the driver's own "
+              "version (systemctl status nvidia-fabricmanager; journalctl -u nvidia-fabricmanager), and on NVLink-5 "
+              "HGX systems (B200/B300) that nvlsm runs too; then nvidia-smi -q -d FABRIC shows State Completed, Status "
+              "Success. Set gpudirect_verify_nvlink_fabric: false to leave the fabric out of the verdict")
+
+
+def judge_fabric(gpus, fabric_available=True, fabric_reason=None):
+    """The ``nvlink_fabric`` check of gpudirect_verify from the facts' GPUs (each with its
+    ``fabric`` from :func:`parse_fabric`): ``{name, status, summary, reason, gpus}``.
+
+    * skipped: no GPU, the fabric state not read (``fabric_reason`` says why), or no GPU
+      on an NVLink fabric (every State N/A, as on a PCIe GPU or one without NVSwitch);
+    * failed: a GPU whose State is not Completed or whose Status is not Success, named
+      with both values, while the node has GPUs on a fabric;
+    * passed: every GPU on the fabric at Completed/Success, with its clique.
+    """
+    name = "nvlink_fabric"
+    if not isinstance(gpus, list):
+        raise ValueError("judge_fabric: expected the facts' list of GPUs, got %r" % (gpus,))
+    if not gpus:
+        return {"name": name, "status": "skipped", "summary": "nvlink_fabric: skipped (no GPU)", "reason": "no GPU",
+                "gpus": {}}
+    if not fabric_available:
+        reason = "the fabric state was not read: %s" % (fabric_reason or "unknown")
+        return {"name": name, "status": "skipped", "summary": "nvlink_fabric: skipped (%s)" % reason, "reason": reason,
+                "gpus": {}}
+    per_gpu, bad, on_fabric = {}, [], []
+    for gpu in gpus:
+        address = gpu.get("address")
+        fabric = gpu.get("fabric") or {}
+        state, status = fabric.get("state"), fabric.get("status")
+        per_gpu[address] = {"state": state, "status": status, "clique_id": fabric.get("clique_id")}
+        if state is None and status is None:
+            continue
+        on_fabric.append(address)
+        if state != "Completed" or status != "Success":
+            bad.append("%s: State %s, Status %s" % (address, state or "N/A", status or "N/A"))
+    if not on_fabric:
+        reason = "no GPU of this node is on an NVLink fabric (Fabric State N/A on %d GPU(s))" % len(gpus)
+        return {"name": name, "status": "skipped", "summary": "nvlink_fabric: skipped (%s)" % reason, "reason": reason,
+                "gpus": per_gpu}
+    if bad:
+        reason = "%d of %d GPU(s) on the NVLink fabric are not Completed/Success: %s" % (
+            len(bad), len(on_fabric), "; ".join(bad))
+        return {"name": name, "status": "failed", "summary": "nvlink_fabric: FAILED (%s)" % reason, "reason": reason,
+                "gpus": per_gpu}
+    cliques = sorted(set(str(per_gpu[a]["clique_id"]) for a in on_fabric))
+    summary = "nvlink_fabric: passed (%d GPU(s) Completed/Success, clique %s)" % (len(on_fabric), ", ".join(cliques))
+    return {"name": name, "status": "passed", "summary": summary, "reason": "", "gpus": per_gpu}
