@@ -10,6 +10,8 @@ these filters only call them from the controller:
     nodes with their last stage; with ``final``, the nodes a stopped run never reached).
 ``gpudirect_verify_status | gpudirect_drain_left_drained_entry(resume_argv, drained, failure)``
     the node's ``gpudirect_drain_left_drained`` entry, or None when it may be resumed.
+``note_text | gpudirect_drain_note(node)``
+    the note an earlier run left on the node, with the line that names it first in a run.
 ``rows | gpudirect_drain_table``
     the rows as aligned text lines.
 ``argv | gpudirect_drain_command_line``
@@ -72,6 +74,13 @@ def gpudirect_drain_left_drained_entry(verify_status, resume_argv, drained, fail
     return _lock.left_drained_entry(verify_status or "", list(resume_argv or []), bool(drained), failure or None)
 
 
+def gpudirect_drain_note(text, node):
+    try:
+        return _lock.note(text, node)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_drain_note: %s" % exc)
+
+
 def gpudirect_drain_table(rows):
     return _lock.table(rows)
 
@@ -103,6 +112,7 @@ class FilterModule:
         return {
             "gpudirect_drain_holder": gpudirect_drain_holder,
             "gpudirect_drain_report_rows": gpudirect_drain_report_rows,
+            "gpudirect_drain_note": gpudirect_drain_note,
             "gpudirect_drain_table": gpudirect_drain_table,
             "gpudirect_drain_left_drained_entry": gpudirect_drain_left_drained_entry,
             "gpudirect_drain_command_line": gpudirect_drain_command_line,

@@ -96,6 +96,29 @@ def _resume_line(resume_argv):
     return command_line(resume_argv) if resume_argv else NO_RESUME
 
 
+def note(text, node):
+    """The note a run left on ``node`` (gpudirect_drain_left_drained_file: written before each
+    drain, rewritten when the run leaves the node drained, removed at resume) as
+    ``{reason, since, intent, resume_command, line}``; ``line`` names the node for the table
+    of nodes earlier runs left behind. A note that is not the JSON object the role writes is
+    still a node left behind: its line says so, quoting the start of the text."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("reason"), str):
+        shown = (text or "").strip().replace("\n", " ")[:80]
+        return {"reason": None, "since": None, "intent": None, "resume_command": None,
+                "line": "%s: a note the toolkit cannot read (%r): check the node, then remove the note" % (node, shown)}
+    resume = data.get("resume_command")
+    resume_line = command_line(resume) if isinstance(resume, list) and resume else (NO_RESUME if not resume else str(resume))
+    since = data.get("since") or "an unknown time"
+    kind = "lost in an earlier run after its drain" if data.get("intent") else "left drained by an earlier run"
+    return {"reason": data["reason"], "since": data.get("since"), "intent": bool(data.get("intent")),
+            "resume_command": resume_line,
+            "line": "%s: %s since %s: %s; resume by hand: %s" % (node, kind, since, data["reason"], resume_line)}
+
+
 def short(message, limit=200):
     """The first line of a failure message, at most ``limit`` characters (for the table)."""
     text = str(message or "no message").strip().splitlines()[0] if str(message or "").strip() else "no message"

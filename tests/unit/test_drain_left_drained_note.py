@@ -99,3 +99,66 @@ def test_check_mode_resumes_nothing(tmp_path, site):
     proc = play_on_localhost(tmp_path, LATER, dict(extra, verdict="passed"), check=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert _calls(log) == ["drain"] and os.path.exists(note)
+
+
+# --- issue #30 outcome 2: intent before action
+
+DRAIN_ONLY = """\
+- name: A run drains the node and is lost before anything else (Ctrl-C, a killed controller)
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - {name: Drain, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: drain}}
+"""
+
+FIRST = """\
+- name: The next run names first what earlier runs left behind
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - {name: Left behind, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: left_behind}}
+"""
+
+
+def test_the_note_is_written_before_the_drain_and_the_next_run_names_the_node_first(tmp_path, site):
+    extra, note, log = site
+    # the drain command checks that the note is already there when it runs
+    extra = dict(extra, gpudirect_drain_command=["sh", "-c", "test -s %s && echo drain-after-note >>%s" % (note, log)])
+    proc = play_on_localhost(tmp_path, DRAIN_ONLY, extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert _calls(log) == ["drain-after-note"]
+    with open(note) as handle:
+        kept = json.load(handle)
+    assert kept["intent"] is True and "did not resume it: that run was lost, interrupted or stopped" in kept["reason"]
+    assert "play.yml" in kept["reason"]
+
+    proc = play_on_localhost(tmp_path, FIRST, extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "Nodes an earlier run left drained or lost (1)" in proc.stdout
+    assert "localhost: lost in an earlier run after its drain since %s" % kept["since"] in proc.stdout
+    assert "resume by hand: sh -c 'echo resume >>" in proc.stdout
+
+    # a run that proves it resumes it and removes the note: the next run names nothing
+    proc = play_on_localhost(tmp_path, LATER, dict(extra, verdict="passed"))
+    assert proc.returncode == 0 and not os.path.exists(note), proc.stdout[-3000:]
+    proc = play_on_localhost(tmp_path, FIRST, extra)
+    assert proc.returncode == 0 and "Nodes an earlier run left" not in proc.stdout, proc.stdout[-3000:]
+
+
+def test_a_check_mode_drain_writes_no_note(tmp_path, site):
+    extra, note, log = site
+    proc = play_on_localhost(tmp_path, DRAIN_ONLY, extra, check=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert not os.path.exists(note) and _calls(log) == []
+
+
+def test_a_note_the_toolkit_cannot_read_still_names_the_node():
+    from ansible.module_utils import gpudirect_lock as lock
+
+    assert "n1: a note the toolkit cannot read ('{garbage')" in lock.note("{garbage", "n1")["line"]
+    left = lock.note(json.dumps({"reason": "verification failed", "since": "2026-11-27T03:00:00Z",
+                                 "resume_command": ["scontrol", "update", "nodename=n1", "state=resume"]}), "n1")
+    assert left["line"] == ("n1: left drained by an earlier run since 2026-11-27T03:00:00Z: verification failed; "
+                            "resume by hand: scontrol update nodename=n1 state=resume")

@@ -136,6 +136,8 @@ def _project(tmp_path):
                     __stub_locked: false
             """),
         "drain.yml": _log("drain"),
+        # what earlier runs left behind (tests/unit/test_drain_left_drained_note.py tests the real one)
+        "left_behind.yml": "- name: No node left behind\n  ansible.builtin.debug:\n    msg: no note\n",
         # the real entry point's decision (its scheduler reads need the role's defaults)
         "budget.yml": "- name: Weigh this batch" + open(os.path.join(ROOT, "roles", "gpudirect_drain", "tasks",
                                                                   "budget.yml")).read().split("- name: Weigh this batch", 1)[1],
