@@ -40,6 +40,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 from ansible.module_utils import gpudirect_left_behind as _left  # noqa: E402
+from ansible.module_utils import gpudirect_run_summary as _summary  # noqa: E402
 
 # Only the results of these actions are read (the drain facts come from set_fact, the role's
 # table from debug): other results, gathered facts included, are never copied or converted.
@@ -49,13 +50,7 @@ _SET_FACT = frozenset(("set_fact", "ansible.builtin.set_fact", "ansible.legacy.s
 
 def _message(result):
     """The reason a result gives: its msg, else its stderr, else that it was hidden (no_log)."""
-    data = result.result
-    if data.get("censored"):
-        return "output hidden (no_log)"
-    for key in ("msg", "stderr", "module_stderr"):
-        if data.get(key):
-            return str(data[key])
-    return "no message"
+    return _summary.result_message(result.result, limit=100000)
 
 
 def _task_name(result):

@@ -66,16 +66,6 @@ from ansible.module_utils import gpudirect_run_summary as _summary  # noqa: E402
 _SET_FACT = frozenset(("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact"))
 
 
-def _message(result):
-    data = result._result
-    if data.get("censored"):
-        return "output hidden (no_log)"
-    for key in ("msg", "stderr", "module_stderr"):
-        if data.get(key):
-            return str(data[key])[-2000:]
-    return "no message"
-
-
 def _base_dir():
     config = getattr(C, "CONFIG_FILE", None)
     return os.path.dirname(os.path.abspath(config)) if config else os.getcwd()
@@ -106,7 +96,7 @@ class CallbackModule(CallbackBase):
             facts = result._result.get("ansible_facts")
         self.summary.result(result._host.get_name(), outcome, changed=bool(result._result.get("changed")), facts=facts,
                             task=task.get_name() if task is not None else None,
-                            message=_message(result) if outcome in ("failed", "unreachable") else None)
+                            message=_summary.result_message(result._result) if outcome in ("failed", "unreachable") else None)
 
     def v2_runner_on_ok(self, result):
         self._result(result, "ok")

@@ -43,6 +43,17 @@ def _flag(value):
     return str(value).strip().lower() in ("true", "yes", "1", "on")
 
 
+def result_message(data, limit=2000):
+    """The reason a task result gives (its dict): its msg, else its stderr, else that it was
+    hidden (no_log); the last ``limit`` characters. Both callbacks name failures this way."""
+    if data.get("censored"):
+        return "output hidden (no_log)"
+    for key in ("msg", "stderr", "module_stderr"):
+        if data.get(key):
+            return str(data[key])[-limit:]
+    return "no message"
+
+
 def run_id(started, playbooks, pid=None):
     """``20261127T023000Z-site-4242``: when, the first playbook's name (a file name part)
     and the controller process, so that two runs in the same second keep two files."""

@@ -111,3 +111,30 @@ def play_on_localhost(tmp_path, playbook_text, extra, check=False, diff=False, e
     argv += (["--check"] if check else []) + (["--diff"] if diff else [])
     return subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=300, check=False)
+
+
+def kernel_update_on_localhost(tmp_path, gpu_b_vars, *extra):
+    """playbooks/kernel_update.yml over two local-connection nodes, gpu-a (no knobs) and gpu-b
+    (``gpu_b_vars``), both this machine; the plan reads this machine's apt lists as they are
+    (kernel_update_refresh_cache: false). ``extra``: more ansible-playbook arguments. The
+    finished process (returncode, stdout with stderr)."""
+    import subprocess
+    import textwrap
+
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(textwrap.dedent("""\
+        gpu_nodes:
+          hosts:
+            gpu-a: {}
+            gpu-b: %s
+          vars:
+            ansible_connection: local
+            ansible_python_interpreter: %s
+            kernel_update_refresh_cache: false
+        """ % (json.dumps(gpu_b_vars), sys.executable)))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    return subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
+                           os.path.join(ROOT, "playbooks", "kernel_update.yml")] + list(extra),
+                          cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300)

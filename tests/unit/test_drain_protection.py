@@ -8,13 +8,11 @@ and gpudirect_drain's drain entry point refuses the node on every other way in.
 Each refusal names the node and the knobs.
 """
 import os
-import sys
-import subprocess
 import textwrap
 
 import pytest
 
-from conftest import ROOT, play_on_localhost, role_tasks_play
+from conftest import kernel_update_on_localhost, play_on_localhost, role_tasks_play
 
 from ansible.module_utils import gpudirect_rolling as rolling  # noqa: E402  (conftest puts module_utils there)
 
@@ -72,27 +70,9 @@ def test_the_refusal_names_every_unprotected_node_and_nothing_else():
 def test_kernel_update_is_refused_on_every_node_before_any_lock(tmp_path):
     """The real playbooks/kernel_update.yml on two local nodes, one without hooks: both
     stop in the first play; the rolling play (lock, drain, kernel) never starts."""
-    inv = tmp_path / "hosts.yml"
-    inv.write_text(textwrap.dedent("""\
-        gpu_nodes:
-          hosts:
-            gpu-a: {}
-            gpu-b:
-              gpudirect_drain_command: [true]
-              gpudirect_drain_wait_command: [true]
-              gpudirect_drain_resume_command: [true]
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: %s
-            # the plan reads this machine's apt lists as they are (neither kernel package is
-            # installed here: both nodes need the update)
-            kernel_update_refresh_cache: false
-        """ % sys.executable))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
-    p = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
-                        os.path.join(ROOT, "playbooks", "kernel_update.yml")],
-                       cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    # neither kernel package is installed on this machine: both nodes need the update
+    p = kernel_update_on_localhost(tmp_path, {"gpudirect_drain_command": ["true"], "gpudirect_drain_wait_command": ["true"],
+                                              "gpudirect_drain_resume_command": ["true"]})
     assert p.returncode != 0, p.stdout
     assert "Refusing to start: 1 node(s) need a kernel update and its reboot" in p.stdout
     assert "gpu-a: no drain (gpudirect_drain_command is empty)" in p.stdout

@@ -9,12 +9,10 @@ machine's own apt (Debian 12).
 import json
 import os
 import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from conftest import ROOT, read_fixture
+from conftest import kernel_update_on_localhost, read_fixture
 
 from ansible.module_utils import gpudirect_kernel_update as ku  # noqa: E402
 from ansible.module_utils import gpudirect_rolling as rolling  # noqa: E402
@@ -213,32 +211,13 @@ def test_module_judges_this_node_against_a_target(run_module, kernel_tree):
 
 
 # --- the playbook: plan, refusal and batches on this machine as two local nodes
-
-def run_kernel_update(tmp_path, node_vars, *extra):
-    inv = tmp_path / "hosts.yml"
-    inv.write_text(textwrap.dedent("""\
-        gpu_nodes:
-          hosts:
-            gpu-a: {}
-            gpu-b: %s
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: %s
-            kernel_update_refresh_cache: false
-        """ % (json.dumps(node_vars), sys.executable)))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
-    return subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
-                           os.path.join(ROOT, "playbooks", "kernel_update.yml")] + list(extra),
-                          cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300)
-
+# (conftest.kernel_update_on_localhost)
 
 @needs_apt
 def test_nodes_already_at_the_target_are_neither_locked_nor_drained(tmp_path):
     """libc6 stands for the kernel package: installed at its candidate on this machine, so
     both nodes are at the target; no node has drain hooks, and none is needed."""
-    p = run_kernel_update(tmp_path, {}, "-e", '{"kernel_update_packages": ["libc6"]}')
+    p = kernel_update_on_localhost(tmp_path, {}, "-e", '{"kernel_update_packages": ["libc6"]}')
     assert p.returncode == 0, p.stdout
     assert "gpu-a: nothing to do, not locked or drained" in p.stdout
     assert "gpu-b: nothing to do, not locked or drained" in p.stdout
@@ -247,7 +226,7 @@ def test_nodes_already_at_the_target_are_neither_locked_nor_drained(tmp_path):
 
 @needs_apt
 def test_a_bad_batch_knob_stops_the_run_before_the_plan(tmp_path):
-    p = run_kernel_update(tmp_path, {}, "-e", "kernel_update_serial=0")
+    p = kernel_update_on_localhost(tmp_path, {}, "-e", "kernel_update_serial=0")
     assert p.returncode != 0
     assert "kernel_update_serial=0 must be 1 or more nodes" in p.stdout
     assert "Read the node's kernel packages" not in p.stdout
@@ -255,7 +234,7 @@ def test_a_bad_batch_knob_stops_the_run_before_the_plan(tmp_path):
 
 @needs_apt
 def test_a_target_no_node_offers_is_refused_before_anything_changes(tmp_path):
-    p = run_kernel_update(tmp_path, {}, "-e", "kernel_update_target=0.0.1-gpudirect")
+    p = kernel_update_on_localhost(tmp_path, {}, "-e", "kernel_update_target=0.0.1-gpudirect")
     assert p.returncode != 0
     assert "Refusing to start the kernel update" in p.stdout
     assert "gpu-a: no repository of the node offers linux-image-amd64 0.0.1-gpudirect" in p.stdout
