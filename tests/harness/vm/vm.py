@@ -472,6 +472,24 @@ def ssh_cmd(info: dict, *remote: str) -> list[str]:
             "root@127.0.0.1", *remote]
 
 
+def boot_finished(info: dict, deadline: float) -> bool:
+    """True once the guest's systemd says its boot is over (``systemctl is-system-running
+    --wait`` returns: running, or degraded when a unit failed, which the scenario's own
+    checks judge) and ssh still answers after it. False when a connection failed on the
+    way: the caller tries again until its deadline."""
+    wait = max(5, int(deadline - time.monotonic()))
+    try:
+        r = subprocess.run(ssh_cmd(info, "systemctl", "is-system-running", "--wait"), stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, universal_newlines=True, timeout=wait)
+        if r.returncode == 255:  # ssh itself failed: the connection, not the state
+            return False
+        again = subprocess.run(ssh_cmd(info, "true"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=30)
+    except subprocess.TimeoutExpired:
+        return False
+    return again.returncode == 0
+
+
 def cmd_wait_ssh(args: argparse.Namespace) -> int:
     rd = run_dir(args, args.name)
     info = load_info(rd)
@@ -486,6 +504,12 @@ def cmd_wait_ssh(args: argparse.Namespace) -> int:
                 pass
             r = subprocess.run(ssh_cmd(info, "true"), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=30)
+            if r.returncode == 0 and not boot_finished(info, deadline):
+                # sshd answered before the boot was over, and a unit started later closed
+                # the next connection: seen as "kex_exchange_identification: Connection
+                # closed by remote host" on the first task after a boot from a saved disk
+                time.sleep(2)
+                continue
             if r.returncode == 0:
                 since_start = time.time() - info["started_at"]
                 log(f"{args.name}: ssh answers after {since_start:.0f} s from start "
