@@ -49,3 +49,18 @@ def test_the_boot_is_over_only_when_systemd_says_so_and_ssh_answers_after_it(vm,
     assert vm.boot_finished({}, time.monotonic() + 30) is finished
     expected = ["systemctl-is-system-running---wait"] + ([] if state_rc == 255 else ["true"])
     assert calls.read_text().split() == expected
+
+
+def test_a_boot_that_never_ends_costs_at_most_the_boot_wait_then_ssh_decides(vm, tmp_path, monkeypatch):
+    calls = tmp_path / "calls"
+
+    def ssh_cmd(info, *remote):
+        if remote[:1] == ("systemctl",):
+            return ["sleep", "30"]          # a unit that never finishes starting
+        return ["sh", "-c", "echo true >>%s" % calls]
+
+    monkeypatch.setattr(vm, "ssh_cmd", ssh_cmd)
+    monkeypatch.setattr(vm, "BOOT_WAIT_S", 1)
+    t0 = time.monotonic()
+    assert vm.boot_finished({"name": "n1"}, time.monotonic() + 600) is True
+    assert time.monotonic() - t0 < 10 and calls.read_text().split() == ["true"]

@@ -77,6 +77,8 @@ PROJECT = HERE.parents[2]
 CONVERGE_INPUTS = ("site.yml", "ansible.cfg", "playbooks", "roles", "library", "module_utils",
                    "filter_plugins", "inventory/testnode", "molecule/rdma", "molecule/resources",
                    "tests/harness/standin_repo", "tests/harness/vm")
+# how long wait-ssh waits for the guest's boot to be over once ssh answers (boot_finished)
+BOOT_WAIT_S = 180
 BOOTDISK_BYTES = 256 * 1024 * 1024  # sparse; holds one kernel + initramfs as a tar archive
 SSH_OPTS = [
     "-o", "BatchMode=yes",
@@ -477,12 +479,18 @@ def boot_finished(info: dict, deadline: float) -> bool:
     --wait`` returns: running, or degraded when a unit failed, which the scenario's own
     checks judge) and ssh still answers after it. False when a connection failed on the
     way: the caller tries again until its deadline."""
-    wait = max(5, int(deadline - time.monotonic()))
+    # a unit that never finishes starting must not cost the whole deadline: after
+    # BOOT_WAIT_S the boot counts as over if ssh still answers
+    wait = max(5, min(BOOT_WAIT_S, int(deadline - time.monotonic())))
     try:
         r = subprocess.run(ssh_cmd(info, "systemctl", "is-system-running", "--wait"), stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, universal_newlines=True, timeout=wait)
         if r.returncode == 255:  # ssh itself failed: the connection, not the state
             return False
+    except subprocess.TimeoutExpired:
+        log(f"{info.get('name', 'the VM')}: its boot was not over after {wait} s (systemctl is-system-running "
+            "--wait); going on while ssh answers")
+    try:
         again = subprocess.run(ssh_cmd(info, "true"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                timeout=30)
     except subprocess.TimeoutExpired:
