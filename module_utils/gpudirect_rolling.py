@@ -262,7 +262,7 @@ def budget(hosts_all, hostvars, alive, batch_hosts, max_failed=None, max_out=Non
     failed, out_before = [], []
     for host in hosts_all:
         variables = hostvars.get(host, {}) if isinstance(hostvars, dict) else hostvars[host]
-        if _get_flag(variables, "gpudirect_drain_out_before"):
+        if _flag(variables, "gpudirect_drain_out_before"):
             out_before.append(str(host))
         if host in batch_set or variables.get("gpudirect_drain_stage") is None:
             continue
@@ -289,13 +289,6 @@ def budget(hosts_all, hostvars, alive, batch_hosts, max_failed=None, max_out=Non
                        % (len(down), len(failed), len(out_before), ", ".join(out_before) or "none",
                           len(batch_set - set(out_before)), max_out, cap_out, total, not_touched))
     return out
-
-
-def _get_flag(variables, knob):
-    value = variables.get(knob, False)
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    return bool(value)
 
 
 def play_setting(hosts, hostvars, knob, override=None, override_name=None):
