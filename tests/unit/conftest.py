@@ -80,6 +80,15 @@ def argument_spec_of(module, monkeypatch):
     return seen
 
 
+def host_pattern(hosts):
+    """The host pattern of a play's ``hosts:``, plain (``gpu_nodes``) or through the
+    project's filter (``"{{ groups | gpudirect_hosts('gpu_nodes:!gpudirect_disrupt') }}"``)."""
+    import re
+
+    found = re.fullmatch(r"\{\{ groups \| gpudirect_hosts\('([^']+)'\) \}\}", hosts)
+    return found.group(1) if found else hosts
+
+
 def read_fixture(*parts, binary=False):
     """A file under tests/fixtures/, as text (or bytes)."""
     with open(os.path.join(ROOT, "tests", "fixtures", *parts), "rb" if binary else "r") as handle:
