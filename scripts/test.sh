@@ -78,6 +78,11 @@ scenario() {
   if grep -E "(prepare|side_effect|verify)\]? ?:? .*Missing playbook" "$log"; then
     echo "scenario $1: a step of its sequence did not run (missing playbook)"; rc=1
   fi
+  # the plays select run-time groups through gpudirect_hosts: a pattern warning is a
+  # play that names a group the way that warns in every admin's run (issue #31)
+  if grep -E "Could not match supplied host pattern" "$log"; then
+    echo "scenario $1: a play names a host pattern that matches no group or host"; rc=1
+  fi
   # for a scenario of the other lane that starts from the node this one saved
   echo "@$1 $( ((rc)) && echo FAILED || echo ok)" >>"$results"
   return "$rc"
