@@ -40,6 +40,28 @@ def pytest_configure(config):
         "(a module whose tests share one expensive module-scoped run)")
 
 
+# The machine's own state files: a test run on this machine gives its nodes paths of their
+# own (under /var/lib/gpudirect/unit-*, as the roles require, removed afterwards); one that
+# writes the default paths leaves a note that a later run, or a parallel test, reads.
+MACHINE_STATE_FILES = ("/var/lib/gpudirect/left-drained.json", "/var/lib/gpudirect/converged.json")
+
+
+def pytest_sessionstart(session):
+    session.config._gpudirect_state_before = {p for p in MACHINE_STATE_FILES if os.path.exists(p)}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):
+        return   # an xdist worker: the controller checks once, after every worker ended
+    left = sorted(p for p in MACHINE_STATE_FILES
+                  if os.path.exists(p) and p not in getattr(session.config, "_gpudirect_state_before", set()))
+    if left:
+        sys.stderr.write("\nA test wrote the machine's own state file(s) %s and left them: give the test's "
+                         "nodes paths of their own (gpudirect_drain_left_drained_file, "
+                         "gpudirect_state_record_path)\n" % ", ".join(left))
+        session.exitstatus = 1
+
+
 @pytest.fixture
 def run_module(monkeypatch, capsys):
     """Run a module's main() as Ansible would and return its JSON result.
@@ -114,7 +136,8 @@ def play_on_localhost(tmp_path, playbook_text, extra, check=False, diff=False, e
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_ROLES_PATH=os.path.join(ROOT, "roles"),
                ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-               ANSIBLE_LOCALHOST_WARNING="False", **(env_extra or {}))
+               ANSIBLE_LOCALHOST_WARNING="False")
+    env.update(env_extra or {})
     argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-e", json.dumps(extra),
             "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)]
     argv += (["--check"] if check else []) + (["--diff"] if diff else [])
@@ -127,9 +150,12 @@ def kernel_update_on_localhost(tmp_path, gpu_b_vars, *extra):
     (``gpu_b_vars``), both this machine; the plan reads this machine's apt lists as they are
     (kernel_update_refresh_cache: false). ``extra``: more ansible-playbook arguments. The
     finished process (returncode, stdout with stderr)."""
+    import shutil
     import subprocess
     import textwrap
+    import uuid
 
+    notes = "/var/lib/gpudirect/unit-notes-%s" % uuid.uuid4().hex
     inv = tmp_path / "hosts.yml"
     inv.write_text(textwrap.dedent("""\
         gpu_nodes:
@@ -140,10 +166,16 @@ def kernel_update_on_localhost(tmp_path, gpu_b_vars, *extra):
             ansible_connection: local
             ansible_python_interpreter: %s
             kernel_update_refresh_cache: false
-        """ % (json.dumps(gpu_b_vars), sys.executable)))
+            # this test's own notes, under the role's directory as it requires, removed after
+            # the run (never the machine's /var/lib/gpudirect/left-drained.json)
+            gpudirect_drain_left_drained_file: %s/{{ inventory_hostname }}.json
+        """ % (json.dumps(gpu_b_vars), sys.executable, notes)))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
-    return subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
-                           os.path.join(ROOT, "playbooks", "kernel_update.yml")] + list(extra),
-                          cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300)
+    try:
+        return subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
+                               os.path.join(ROOT, "playbooks", "kernel_update.yml")] + list(extra),
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True, timeout=300)
+    finally:
+        shutil.rmtree(notes, ignore_errors=True)

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import uuid
 
 import pytest
 
@@ -88,11 +89,14 @@ def _run(tmp_path_factory, extra_args=()):
                         "instead_of": "6.1.0-21-amd64" if held else None, "reason": "stand-in",
                         "msg": "EVENT boot %s proven=%s" % (args["state"], args.get("proven"))}
         """))
+    # the nodes' left-drained notes: under the role's directory, as it requires, removed after
+    notes = "/var/lib/gpudirect/unit-notes-%s" % uuid.uuid4().hex
     prefix = "/run/lock/gpudirect-ku-%d-" % os.getpid()
     hosts = ["all:", "  children:", "    gpu_nodes:", "      hosts:"]
     for node, extra in (("n1", ""), ("n2", ", stub_dkms_fails: true"), ("n3", "")):
         hosts.append("        %s: {ansible_connection: local, ansible_python_interpreter: %s, "
-                     "gpudirect_drain_lock_file: '%s%s.lock'%s}" % (node, sys.executable, prefix, node, extra))
+                     "gpudirect_drain_lock_file: '%s%s.lock', gpudirect_drain_left_drained_file: '%s/%s.json'%s}"
+                     % (node, sys.executable, prefix, node, notes, node, extra))
     hosts += ["      vars:", "        gpudirect_drain_command: [\"true\"]", "        gpudirect_drain_command_waits: true",
               "        gpudirect_drain_resume_command: [\"true\", resume, \"{{ inventory_hostname }}\"]",
               "        gpudirect_drain_no_log: false"]
@@ -113,6 +117,7 @@ def _run(tmp_path_factory, extra_args=()):
     try:
         proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     finally:
+        shutil.rmtree(notes, ignore_errors=True)
         for path in glob.glob(prefix + "*"):
             os.remove(path)
     events = re.findall(r'"msg": "EVENT (\S+) ?(.*?)"', proc.stdout)

@@ -11,8 +11,10 @@ import configparser
 import glob
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+import uuid
 
 import pytest
 import yaml
@@ -325,10 +327,13 @@ def real_run(tmp_path_factory):
     state = tmp / "state"
     state.mkdir()
     prefix = "/run/lock/gpudirect-unit-lb-%d-" % os.getpid()
+    # the nodes' left-drained notes: under the role's directory, as it requires, removed after
+    notes = "/var/lib/gpudirect/unit-notes-%s" % uuid.uuid4().hex
     nodes = ["gpudirect-roll%d" % i for i in range(1, 5)]
     hosts = {"all": {"children": {"gpu_nodes": {"hosts": {
         node: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-               "gpudirect_drain_lock_file": "%s%s.lock" % (prefix, node)} for node in nodes}}}}}
+               "gpudirect_drain_lock_file": "%s%s.lock" % (prefix, node),
+               "gpudirect_drain_left_drained_file": "%s/%s.json" % (notes, node)} for node in nodes}}}}}
     (tmp / "hosts.yml").write_text(yaml.safe_dump(hosts))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_RETRY_FILES_ENABLED="0")
@@ -339,6 +344,7 @@ def real_run(tmp_path_factory):
     try:
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     finally:
+        shutil.rmtree(notes, ignore_errors=True)
         for path in glob.glob(prefix + "*"):
             os.remove(path)
     return proc, state

@@ -10,8 +10,10 @@ scenario runs the same on containers (molecule/rolling/converge.yml, the "lose" 
 
 import glob
 import os
+import shutil
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -28,11 +30,14 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lose")
     state = tmp / "state"
     state.mkdir()
+    # the nodes' left-drained notes: under the role's directory, as it requires, removed after
+    notes = "/var/lib/gpudirect/unit-notes-%s" % uuid.uuid4().hex
     prefix = "/run/lock/gpudirect-unit-%d-" % os.getpid()
     hosts = ["all:", "  children:", "    gpu_nodes:", "      hosts:"]
     for node in NODES:
         hosts.append("        %s: {ansible_connection: local, ansible_python_interpreter: %s, "
-                     "gpudirect_drain_lock_file: '%s%s.lock'}" % (node, sys.executable, prefix, node))
+                     "gpudirect_drain_lock_file: '%s%s.lock', gpudirect_drain_left_drained_file: '%s/%s.json'}"
+                     % (node, sys.executable, prefix, node, notes, node))
     (tmp / "hosts.yml").write_text("\n".join(hosts) + "\n")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_RETRY_FILES_ENABLED="0")
@@ -45,6 +50,7 @@ def run(tmp_path_factory):
         log = (state / "log").read_text() if (state / "log").exists() else ""
         locks = sorted(os.path.basename(p) for p in glob.glob(prefix + "*"))
     finally:
+        shutil.rmtree(notes, ignore_errors=True)
         for path in glob.glob(prefix + "*"):
             os.remove(path)
     return proc, log, locks
