@@ -9,6 +9,7 @@ simulated node.
 """
 
 import json
+import glob
 import os
 import shutil
 import subprocess
@@ -209,6 +210,16 @@ def _roles_on_simulated_node(tmp_path, node, *extra):
     return proc.returncode, proc.stdout
 
 
+def _task_names_matching(prefix):
+    """The task files of roles/ holding a task whose name starts with prefix."""
+    found = []
+    for path in glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")):
+        with open(path) as handle:
+            if any(line.strip().startswith("- name: " + prefix) for line in handle):
+                found.append(path)
+    return found
+
+
 @pytest.mark.skipif(not _supported_controller(), reason="the roles' vars need Debian 12 or Ubuntu 22.04/24.04 here")
 def test_roles_in_check_mode_on_the_simulated_node(tmp_path):
     rc, log = _roles_on_simulated_node(tmp_path, {})
@@ -221,10 +232,16 @@ def test_roles_in_check_mode_on_the_simulated_node(tmp_path):
         assert needle in log, needle
     # nothing of the package path, the nvidia_peermem path or a download
     assert "setup-Debian.yml" not in log and "nvidia_peermem.yml" not in log and "dmabuf.yml" in log
-    for task in ("Install the kernel headers", "Download the CUDA repository signing key", "Hold the driver packages",
+    # each task below is either not reached (its file not included) or reached and skipped; the
+    # names must exist in the roles, or a renamed task would make this check pass vacuously
+    for task in ("Install the kernel headers", "Fetch the CUDA repository signing key", "Hold the driver packages",
                  "Load nvidia_peermem", "Blacklist nouveau", "Record the driver, kernel and OFED"):
+        assert _task_names_matching(task), "no task of roles/ is named '%s...'" % task
         header = [line for line in log.splitlines() if task in line and line.startswith("TASK")]
         assert all("skipping" in log.split(h, 1)[1].split("TASK", 1)[0] for h in header), task
+    reached = [t for t in ("Install the kernel headers", "Record the driver, kernel and OFED")
+               if any(t in line and line.startswith("TASK") for line in log.splitlines())]
+    assert reached, "none of the tasks this test expects skipped was reached: the check above proved nothing"
 
 
 @pytest.mark.skipif(not _supported_controller(), reason="the roles' vars need Debian 12 or Ubuntu 22.04/24.04 here")

@@ -323,14 +323,22 @@ def test_mode_the_node_cannot_do_fails_early(env, monkeypatch, run_module):
 
 
 def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, run_module):
+    """The H200's facts with its memory reported as 1024 MiB (a small board): a size of
+    1 GiB + 1 byte is inside the module's generic bound (2 GiB), so only the GPU-memory
+    guard can refuse it, before anything runs."""
     node = Node(monkeypatch)
     facts = load_facts(H200_FACTS)
     facts["rdma_devices"] = vm_facts()["rdma_devices"]
+    for gpu in facts["gpus"]:
+        gpu["memory_total_mib"] = 1024
     rxe_sysfs(env["root"])
+    size = 1024 * (1 << 20) + 1
+    assert size < gpudirect_loopback.MAX_SIZE
     result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
-                                              "size": 143771 * (1 << 20) + 1, "helper_dir": env["helper_dir"], "source": env["source"]})
+                                              "size": size, "helper_dir": env["helper_dir"], "source": env["source"]})
     assert result["failed"] is True
-    assert result["diagnosis"]["code"] in ("size_exceeds_gpu_memory", "bad_input")
+    assert result["diagnosis"]["code"] == "size_exceeds_gpu_memory"
+    assert "size 1073741825 bytes is larger than the 1024 MiB of GPU 0000:00:06.0" in result["diagnosis"]["message"]
     assert node.calls == []
 
 

@@ -142,6 +142,23 @@ def test_replace_removes_first_with_the_uninstaller():
     assert out["release_holds"] == HELD and out["remove_packages"] == []
 
 
+def test_a_downgrade_removes_the_newer_stack_first():
+    """DOCA 2.9.1 installed (OFED-internal-24.10-1.1.4.0.200), 24.10-1.1.3 wanted: packages of a
+    newer stack do not downgrade in place, so the plan removes it first (its holds released,
+    its packages removed through the package manager) and says so as a disruption."""
+    out = ofed.plan(probe(loaded_peer_modules=["nvidia_peermem"]), params(wanted_version="24.10-1.1.3"))
+    assert out["action"] == "downgrade" and out["removal"] and out["stack_change"]
+    assert out["disruption"][0] == "OFED removal: OFED-internal 24.10-1.1.4.0.200"
+    assert "OFED downgrade: OFED-internal 24.10-1.1.4.0.200 -> 24.10-1.1.3 (DOCA-OFED)" in out["changes"]
+    assert out["release_holds"] == HELD
+    assert out["remove_packages"] == ["doca-ofed", "mlnx-ofed-kernel-dkms", "mlnx-ofed-kernel-utils"]
+
+
+def test_a_downgrade_is_refused_like_a_replace_naming_the_knob():
+    with pytest.raises(ofed.OfedPlanError, match="mlnx_ofed_allow_replace is false: nothing was changed"):
+        ofed.plan(probe(), params(wanted_version="24.10-1.1.3", allow_replace=False))
+
+
 def test_replace_is_refused_naming_the_knob():
     with pytest.raises(ofed.OfedPlanError, match="mlnx_ofed_allow_replace is false"):
         ofed.plan(probe(MLNX), params(allow_replace=False))
