@@ -10,10 +10,14 @@
 * ``gpudirect_fabric_check`` judges each GPU's NVLink fabric state from the facts
   (``module_utils/gpudirect_nvlink.py`` ``judge_fabric``): Completed/Success, or a failure
   naming the GPUs; skipped where no GPU is on a fabric.
+* ``gpudirect_in_service_check`` judges, read-only, a node in service whose data path
+  the role leaves alone (``module_utils/gpudirect_in_service.py``): driver, an ACTIVE
+  RDMA port, a peer-memory path.
 * ``gpudirect_verify_add_checks`` puts the checks in the verification record: each
   one under ``checks`` and as a line of ``notes`` (which the Markdown report and the
-  fleet summary print); a failed check turns a passed host into a failed one, with a
-  diagnosis naming the check, so that the role's last task fails the host.
+  fleet summary print); a failed check turns a passed host, or one in service whose
+  loopback was left out, into a failed one, with a diagnosis naming the check, so that
+  the role's last task fails the host.
 
 A check that was not run (tools absent, DCGM not installed, level 0, check mode, where
 the command module runs nothing and says so) is
@@ -33,6 +37,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 
 from ansible.module_utils import gpudirect_dcgm as _dcgm  # noqa: E402
 from ansible.module_utils import gpudirect_gdrcopy as _gdrcopy  # noqa: E402
+from ansible.module_utils import gpudirect_in_service as _in_service  # noqa: E402
 from ansible.module_utils import gpudirect_nvlink as _nvlink  # noqa: E402
 from ansible.module_utils import gpudirect_secure_boot as _secure_boot  # noqa: E402
 
@@ -44,6 +49,9 @@ _FIX = {
              "set gpudirect_verify_dcgm_diag_level: 0 to leave DCGM out of the verdict"),
     "module_signing": _secure_boot.SIGNING_FIX + "; set gpudirect_verify_signing: false to leave it out of the verdict",
     "nvlink_fabric": _nvlink.FABRIC_FIX,
+    "in_service": ("read the node's facts in the report (playbooks/report.yml prints them): load the missing "
+                   "module or bring the port up, then drain the node and run playbooks/verify.yml with "
+                   "gpudirect_verify_scope: full for the loopback"),
 }
 
 
@@ -102,14 +110,16 @@ def gpudirect_verify_add_checks(record, checks):
     out["checks"] = checks
     out["notes"] = list(record.get("notes") or []) + [c["summary"] for c in checks if c.get("summary")]
     failed = [c for c in checks if c["status"] == "failed"]
-    if failed and record["status"] == "passed":
+    in_service = record["status"] == "skipped" and (record.get("diagnosis") or {}).get("code") == "in_service"
+    if failed and (record["status"] == "passed" or in_service):
         first = failed[0]
         out["status"] = "failed"
         out["result"] = "FAILED"
         out["diagnosis"] = {"code": "%s_failed" % first["name"],
                             "message": "; ".join("%s: %s" % (c["name"], c.get("reason") or c.get("summary"))
                                                  for c in failed)
-                            + " (the RDMA data path itself passed)",
+                            + (" (the node is in service: its data path was not exercised)" if in_service
+                               else " (the RDMA data path itself passed)"),
                             "fix": _FIX.get(first["name"], ""), "related": []}
     return out
 
@@ -126,6 +136,14 @@ def gpudirect_fabric_check(facts):
         raise AnsibleFilterError("gpudirect_fabric_check: %s" % exc)
 
 
+def gpudirect_in_service_check(facts):
+    """The read-only check of a node in service from its GPUDirect facts (``ansible_facts.gpudirect``)."""
+    try:
+        return _in_service.judge(facts)
+    except ValueError as exc:
+        raise AnsibleFilterError("gpudirect_in_service_check: %s" % exc)
+
+
 def gpudirect_signing_check(result, cert_configured=True):
     """The module signing check from the registered gpudirect_module_signing check run."""
     if not isinstance(result, dict) or result.get("skipped") or "secure_boot" not in result:
@@ -140,6 +158,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "gpudirect_fabric_check": gpudirect_fabric_check,
+            "gpudirect_in_service_check": gpudirect_in_service_check,
             "gpudirect_gdrcopy_check": gpudirect_gdrcopy_check,
             "gpudirect_dcgm_check": gpudirect_dcgm_check,
             "gpudirect_signing_check": gpudirect_signing_check,

@@ -44,6 +44,9 @@ gpu_nodes:
     $(hostname -s):
       ansible_connection: local
       ansible_python_interpreter: $node_python
+  vars:
+    # the lent node runs no jobs: gpudirect_verify runs its full loopback (gpudirect_verify_scope)
+    gpudirect_drain_nodes_run_no_jobs: true
 INV
 ap() { python3 -m ansible.cli.playbook -i "$inv" "$@"; }
 apj() { ANSIBLE_CALLBACK_RESULT_FORMAT=json ap "$@"; }  # a message stays on one line for grep
