@@ -66,7 +66,11 @@ stage_static() {
 # over stand-in roles and fabricated trees, each test in its own tmp_path, so the
 # tests run in parallel. loadgroup keeps the tests of a module that shares one
 # expensive run (pytest.mark.xdist_group) on one worker, so that run is made once.
-stage_unit() { pytest -q -n auto --dist loadgroup tests/unit; }
+stage_unit() {
+  mkdir -p .cache
+  pytest -q -n auto --dist loadgroup tests/unit 2>&1 | tee .cache/unit.log
+  return "${PIPESTATUS[0]}"
+}
 # Molecule only warns when a step of the sequence has no playbook; a skipped
 # prepare, side_effect or verify would make a scenario pass without testing.
 scenario() {
@@ -197,6 +201,7 @@ fi
 # budget; fails when any stage failed or left no result
 report() {
   local s line r t name total failed=0 passed=0
+  table=""
   echo
   echo "stage          result  seconds"
   for s in "${order[@]}"; do
@@ -210,6 +215,7 @@ report() {
       r=FAILED t="(no result: the lane ended before it)"
     fi
     printf '%-14s %-7s %s\n' "$s" "$r" "$t"
+    table+="$s $r"$'\n'
     if [[ $r == ok ]]; then ((passed++)); else ((failed++)); fi
   done
   # the budget: when each lane ended, from the suite's start, and the total against
@@ -221,6 +227,25 @@ report() {
   total=$(( $(date +%s) - t_all ))
   echo "total wall time: $total s ($(awk -v t="$total" 'BEGIN{printf "%.1f", t/60}') min; aim 60 min: $( ((total <= 3600)) && echo within || echo OVER); CI stops at 90 min: $( ((total <= 5400)) && echo within || echo OVER))"
   echo "stages: $passed passed, $failed failed"
+  ((failed == 0)) || why_failed
   ((failed == 0))
+}
+# why_failed: after the table, the lines that say why each failed scenario failed (CI
+# shows the end of the output; the full logs are .cache/molecule-NAME.log)
+why_failed() {
+  local s log
+  if grep -q "^unit FAILED" <<<"$table" && [[ -f .cache/unit.log ]]; then
+    echo
+    echo "--- why unit failed (all of it in .cache/unit.log)"
+    grep -E "^(FAILED|ERROR) |^A test wrote" .cache/unit.log | cut -c1-400 | head -n 30
+  fi
+  for s in default os_release_pin rolling pair rdma kernel_update secureboot; do
+    log=.cache/molecule-$s.log
+    [[ -f $log ]] && grep -qE "Executed: Failed|failed=[1-9]|Idempotence test failed" "$log" || continue
+    echo
+    echo "--- why scenario $s failed (the first lines that say so; all of it in $log)"
+    grep -E "fatal: |FAILED! =>|Idempotence test failed|^\*  => |Executed: Failed|^E  +[A-Za-z]|^FAILED |timed out|failed=[1-9]" \
+      "$log" | cut -c1-400 | head -n 30
+  done
 }
 report
