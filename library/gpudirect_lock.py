@@ -10,10 +10,15 @@ short_description: Take or release the per-node run lock of the GPUDirect toolki
 description:
   - O(state=present) takes the lock file O(path) for this run (O(token)), written atomically (a temporary file
     linked into place, so two runs racing for it cannot both win). The file records the holder (controller
-    user@host, playbook, controller pid), the node's boot id and the time it was taken.
-  - When another run holds the lock, the module fails naming that holder and since when, and what to do.
-  - A stale lock, taken in an earlier boot of the node or older than O(stale_after) seconds, is taken over
-    with a warning naming the old holder.
+    user@host, playbook, controller pid), the node's boot id, the time it was taken and the time it was last
+    renewed.
+  - Called again by the run that holds it (same O(token)), it renews the lock (its heartbeat, at each stage
+    of the node's batch) and reports no change; the lock is this run's bookkeeping, not the node's state.
+  - When another run holds the lock, the module fails naming that holder, since when, when it last renewed
+    it, and what to do.
+  - A stale lock, one not renewed for O(stale_after) seconds, is taken over with a warning naming the old
+    holder. A lock taken before a reboot of the node is not stale by itself (the toolkit's own reboot keeps
+    the lock for the run that rebooted the node); keep O(path) on a disk that survives reboots.
   - O(state=absent) removes the lock only when it is this run's (same O(token)); another run's lock is left
     alone with a warning.
   - In check mode nothing is written or removed; a lock held by another run fails the same way, so that
@@ -50,7 +55,7 @@ options:
     type: int
     default: 0
   stale_after:
-    description: Seconds after which a lock of the same boot is stale and taken over.
+    description: Seconds without a renewal after which a lock is stale and taken over.
     type: int
     default: 21600
 author: gpudirect-rdma toolkit
@@ -59,7 +64,7 @@ author: gpudirect-rdma toolkit
 EXAMPLES = r"""
 - name: Take the node's run lock
   gpudirect_lock:
-    path: /run/lock/gpudirect-rdma.lock
+    path: /var/lib/gpudirect/run.lock
     token: "{{ __gpudirect_drain_lock_token }}"
     controller: admin@ctl1
     playbook: site.yml
@@ -67,15 +72,15 @@ EXAMPLES = r"""
 
 - name: Release it
   gpudirect_lock:
-    path: /run/lock/gpudirect-rdma.lock
+    path: /var/lib/gpudirect/run.lock
     token: "{{ __gpudirect_drain_lock_token }}"
     state: absent
 """
 
 RETURN = r"""
 verdict:
-  description: C(free) (taken), C(ours) (this run held it already), C(stale) (taken over), C(released),
-    C(absent) (nothing to release), C(other) (another run's lock, left alone).
+  description: C(free) (taken), C(ours) (this run held it already; renewed), C(stale) (taken over),
+    C(released), C(absent) (nothing to release), C(other) (another run's lock, left alone).
   returned: always
   type: str
 holder:
@@ -143,11 +148,22 @@ def take(module):
     now = time.time()
     boot_id = _boot_id(module)
     node = params["node"] or os.uname()[1]
+    if not module.check_mode:
+        try:
+            os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
+        except OSError as exc:
+            module.fail_json(msg="cannot create the directory of the lock file %s: %s (gpudirect_drain_lock_file)"
+                                 % (path, exc))
     for _attempt in range(3):
         lock = _read(module, path)
         verdict, reason = decide(lock, token, boot_id, now, params["stale_after"])
         if verdict == "ours":
-            return {"changed": False, "verdict": verdict, "holder": lock}
+            # the heartbeat: the same lock with a new 'renewed' (no change to the node's state)
+            if module.check_mode or _write(module, path, render(token, lock["controller"], lock["playbook"],
+                                                                lock["pid"], lock["boot_id"], lock["since"], now),
+                                           lock):
+                return {"changed": False, "verdict": verdict, "holder": lock}
+            continue
         if verdict == "held":
             module.fail_json(msg=held_message(node, path, lock, now, params["stale_after"]), verdict=verdict,
                              holder=lock)

@@ -6,12 +6,17 @@ One implementation, used by ``library/gpudirect_lock.py`` on the node, by the
 A lock file holds one JSON object::
 
     {"token": "...", "controller": "admin@ctl1", "playbook": "site.yml", "pid": 4242,
-     "boot_id": "<the node's /proc/sys/kernel/random/boot_id when taken>", "since": 1732460000}
+     "boot_id": "<the node's /proc/sys/kernel/random/boot_id when taken>", "since": 1732460000,
+     "renewed": 1732463600}
 
-``token`` is random per run and node: only the run that wrote it removes it.
-A lock is stale, and may be taken over, when it was taken in another boot of the
-node (``boot_id`` differs: the run that held it cannot still be running there) or
-when it is older than ``stale_after`` seconds.
+``token`` is random per run and node: only the run that wrote it removes it. The run
+renews it (``renewed``) at each stage of the node's batch, its heartbeat (issue #30,
+outcome 3). A lock is stale, and may be taken over, only when it was not renewed for
+``stale_after`` seconds: the holder stopped working on the node. A lock from an earlier
+boot of the node is not stale by itself: the lock lives under /var/lib/gpudirect, so it
+survives the toolkit's own reboot, and the run that rebooted the node goes on holding it
+(the boot ids only tell, in the messages, that the node rebooted since). A lock written
+before ``renewed`` existed counts from ``since``.
 """
 
 from __future__ import annotations
@@ -34,15 +39,22 @@ def parse(text):
     missing = [field for field in FIELDS if field not in data]
     if missing:
         raise ValueError("it lacks %s" % ", ".join(missing))
-    if not isinstance(data["since"], (int, float)) or isinstance(data["since"], bool):
-        raise ValueError("its 'since' is not a number of seconds")
+    for field in ("since", "renewed"):
+        if field in data and (not isinstance(data[field], (int, float)) or isinstance(data[field], bool)):
+            raise ValueError("its '%s' is not a number of seconds" % field)
     return data
 
 
-def render(token, controller, playbook, pid, boot_id, since):
+def render(token, controller, playbook, pid, boot_id, since, renewed=None):
     """The text written to the lock file (one line, sorted keys)."""
     return json.dumps({"token": token, "controller": controller, "playbook": playbook, "pid": pid,
-                       "boot_id": boot_id, "since": int(since)}, sort_keys=True) + "\n"
+                       "boot_id": boot_id, "since": int(since),
+                       "renewed": int(since if renewed is None else renewed)}, sort_keys=True) + "\n"
+
+
+def renewed(lock):
+    """When the holder last renewed the lock (its 'since' for a lock without 'renewed')."""
+    return lock.get("renewed", lock["since"])
 
 
 def when(since):
@@ -51,9 +63,10 @@ def when(since):
 
 
 def describe(lock, now):
-    """'admin@ctl1 (site.yml, pid 4242) since 2026-11-24 16:00:00 UTC, 300 s ago'."""
-    return "%s (%s, pid %s) since %s, %d s ago" % (lock["controller"], lock["playbook"], lock["pid"],
-                                                   when(lock["since"]), max(0, int(now - lock["since"])))
+    """'admin@ctl1 (site.yml, pid 4242) since 2026-11-24 16:00:00 UTC, 300 s ago, renewed 20 s ago'."""
+    return "%s (%s, pid %s) since %s, %d s ago, renewed %d s ago" % (
+        lock["controller"], lock["playbook"], lock["pid"], when(lock["since"]), max(0, int(now - lock["since"])),
+        max(0, int(now - renewed(lock))))
 
 
 def decide(lock, token, boot_id, now, stale_after):
@@ -66,21 +79,18 @@ def decide(lock, token, boot_id, now, stale_after):
         return "free", "no lock"
     if lock["token"] == token:
         return "ours", "this run holds the lock already"
-    if lock["boot_id"] != boot_id:
-        return "stale", ("lock of %s was taken in an earlier boot of the node (boot id %s, now %s): "
-                         "that run cannot still be working here" % (describe(lock, now), lock["boot_id"], boot_id))
-    age = now - lock["since"]
-    if age > stale_after:
-        return "stale", ("lock of %s is older than gpudirect_drain_lock_stale_after=%d s"
-                         % (describe(lock, now), stale_after))
-    return "held", "held by %s" % describe(lock, now)
+    rebooted = " (taken before the node's last reboot)" if lock["boot_id"] != boot_id else ""
+    if now - renewed(lock) > stale_after:
+        return "stale", ("lock of %s%s was not renewed for more than gpudirect_drain_lock_stale_after=%d s"
+                         % (describe(lock, now), rebooted, stale_after))
+    return "held", "held by %s%s" % (describe(lock, now), rebooted)
 
 
 def held_message(node, path, lock, now, stale_after):
     """The failure a second run reads: who holds the lock since when, and what to do."""
     return ("%s is locked by another run of this toolkit: %s. Wait for that run to finish; if it is gone "
-            "(killed, controller lost), remove %s on %s by hand, or wait until the lock is older than "
-            "gpudirect_drain_lock_stale_after=%d s (a reboot of the node also frees it)."
+            "(killed, controller lost), remove %s on %s by hand, or wait until its holder has not renewed it "
+            "for gpudirect_drain_lock_stale_after=%d s (the lock survives reboots of the node)."
             % (node, describe(lock, now), path, node, stale_after))
 
 

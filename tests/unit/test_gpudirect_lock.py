@@ -47,14 +47,22 @@ def test_fresh_lock_of_another_run_is_held_and_the_message_names_holder_and_sinc
     assert "/run/lock/gpudirect-rdma.lock" in message and "gpudirect_drain_lock_stale_after=3600" in message
 
 
-def test_lock_from_an_earlier_boot_is_stale():
+def test_a_lock_from_before_a_reboot_is_still_held():
+    """The toolkit's own reboot keeps the lock for the run that rebooted the node (issue #30
+    outcome 3): a second run arriving while the node boots must not take it over."""
     verdict, reason = lock.decide(_lock(boot_id=OTHER_BOOT), "mine", BOOT, NOW, 3600)
-    assert verdict == "stale" and "earlier boot" in reason and OTHER_BOOT in reason
+    assert verdict == "held" and "taken before the node's last reboot" in reason
 
 
-def test_old_lock_is_stale_young_one_is_not():
+def test_a_lock_not_renewed_is_stale_a_renewed_one_is_not():
     assert lock.decide(_lock(since=NOW - 3601), "mine", BOOT, NOW, 3600)[0] == "stale"
     assert lock.decide(_lock(since=NOW - 3599), "mine", BOOT, NOW, 3600)[0] == "held"
+    # taken 10 hours ago, renewed a minute ago: the holder is still working on the node
+    verdict, reason = lock.decide(_lock(since=NOW - 36000, renewed=NOW - 60), "mine", BOOT, NOW, 3600)
+    assert verdict == "held" and "36000 s ago, renewed 60 s ago" in reason
+    verdict, reason = lock.decide(_lock(since=NOW - 36000, renewed=NOW - 3601, boot_id=OTHER_BOOT), "mine", BOOT,
+                                  NOW, 3600)
+    assert verdict == "stale" and "was not renewed for more than gpudirect_drain_lock_stale_after=3600 s" in reason
 
 
 @pytest.mark.parametrize("text,message", [
@@ -62,6 +70,7 @@ def test_old_lock_is_stale_young_one_is_not():
     ("[1, 2]", "not the JSON object"),
     ('{"token": "x"}', "lacks controller"),
     (json.dumps(_lock(since="yesterday")), "'since' is not a number"),
+    (json.dumps(_lock(renewed=True)), "'renewed' is not a number"),
 ])
 def test_a_foreign_lock_file_is_refused(text, message):
     with pytest.raises(ValueError, match=message):
@@ -72,7 +81,8 @@ def test_render_parses_back():
     text = lock.render("tok", "alice@ctl1", "site.yml", 4242, BOOT, NOW + 0.7)
     assert text.endswith("\n") and "\n" not in text[:-1]
     assert lock.parse(text) == {"token": "tok", "controller": "alice@ctl1", "playbook": "site.yml", "pid": 4242,
-                                "boot_id": BOOT, "since": NOW}
+                                "boot_id": BOOT, "since": NOW, "renewed": NOW}
+    assert lock.parse(lock.render("tok", "a@c", "site.yml", 1, BOOT, NOW, NOW + 90))["renewed"] == NOW + 90
 
 
 # --- resume only on proof ------------------------------------------------------------------------------------------
@@ -196,11 +206,39 @@ def test_module_takes_over_a_stale_lock_with_a_warning(node, run_module, monkeyp
     warned = []
     monkeypatch.setattr(lock_module.AnsibleModule, "warn", lambda self, text: warned.append(text))
     node.parent.mkdir()
-    node.write_text(lock.render("tok-first-run", "bob@ctl9", "kernel_update.yml", 77, OTHER_BOOT, time.time() - 30))
+    node.write_text(lock.render("tok-first-run", "bob@ctl9", "kernel_update.yml", 77, OTHER_BOOT, time.time() - 30,
+                                time.time() - 21601))
     result = run_module(lock_module, _args(node))
     assert result["changed"] and result["verdict"] == "stale"
-    assert len(warned) == 1 and "stale run lock on gpu07" in warned[0] and "earlier boot" in warned[0]
+    assert len(warned) == 1 and "stale run lock on gpu07" in warned[0] and "was not renewed" in warned[0]
     assert lock.parse(node.read_text())["token"] == "tok-this-run"
+
+
+def test_module_keeps_a_lock_taken_before_the_nodes_reboot(node, run_module):
+    node.parent.mkdir()
+    node.write_text(lock.render("tok-first-run", "bob@ctl9", "site.yml", 77, OTHER_BOOT, time.time() - 900))
+    result = run_module(lock_module, _args(node))
+    assert result["failed"] and result["verdict"] == "held"
+    assert "the lock survives reboots of the node" in result["msg"]
+    assert lock.parse(node.read_text())["token"] == "tok-first-run"
+
+
+def test_module_renews_its_own_lock_and_reports_no_change(node, run_module):
+    """The heartbeat: the run that holds the lock calls the module again; 'renewed' moves,
+    the rest of the lock (token, holder, since, the boot it was taken in) stays."""
+    node.parent.mkdir()
+    taken = time.time() - 7200
+    node.write_text(lock.render("tok-this-run", "alice@ctl1", "site.yml", 4242, OTHER_BOOT, taken, taken))
+    result = run_module(lock_module, _args(node))
+    assert not result["changed"] and result["verdict"] == "ours"
+    after = lock.parse(node.read_text())
+    assert after["token"] == "tok-this-run" and after["since"] == int(taken) and after["boot_id"] == OTHER_BOOT
+    assert abs(after["renewed"] - time.time()) < 60
+    assert [p.name for p in node.parent.iterdir()] == [node.name]
+    # check mode renews nothing
+    node.write_text(lock.render("tok-this-run", "alice@ctl1", "site.yml", 4242, BOOT, taken, taken))
+    assert run_module(lock_module, _args(node), check_mode=True)["verdict"] == "ours"
+    assert lock.parse(node.read_text())["renewed"] == int(taken)
 
 
 def test_module_check_mode_leaves_no_lock_but_still_fails_on_a_held_one(node, run_module):

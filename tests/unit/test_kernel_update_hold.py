@@ -1,7 +1,7 @@
 """playbooks/kernel_update.yml wiring of the boot default hold and the final table (issue #13, outcome 3).
 
 The real playbook, filters, module_utils and gpudirect_drain role (its lock module on
-per-node files under /run/lock) run with ansible-playbook over three local-connection
+per-node files under /run/lock, accepted as under /var/lib/gpudirect) run with ansible-playbook over three local-connection
 nodes, batches of 2; the stage roles are stand-ins that log, and gpudirect_boot_default
 is a stand-in action that logs what it was asked (the module has its own tests,
 tests/unit/test_boot_hold.py). n1 passes, n2 fails at its DKMS build, n3 is in the next
