@@ -3,8 +3,10 @@
 ``groups | gpudirect_hosts(pattern)``
     The hosts that Ansible's host pattern ``pattern`` selects (``a:b`` union,
     ``a:&b`` intersection, ``a:!b`` exclusion, in Ansible's order: unions, then
-    intersections, then exclusions), in inventory order, from the ``groups`` magic
-    variable. A name that is neither a group nor a host selects nothing, silently.
+    intersections, then exclusions), from the ``groups`` magic variable, in inventory
+    order (``groups.all``), not in the order the run added them to a group, which
+    follows the order their results came back: a campaign's batches are the same nodes
+    every run. A name that is neither a group nor a host selects nothing, silently.
 
 Why: the runs group their nodes at run time (``gpudirect_unchanged``,
 ``gpudirect_disrupt``, ``kernel_update_pending``, made by ``add_host`` only when a
@@ -65,7 +67,10 @@ def gpudirect_hosts(groups, pattern):
         if term[0] == "!":
             drop = set(select(term[1:]))
             hosts = [h for h in hosts if h not in drop]
-    return hosts
+    # inventory order, whatever order the run added the nodes to its groups in (group_by
+    # and add_host add them as their results come back): batches are the same every run
+    rank = {h: i for i, h in enumerate(groups["all"])}
+    return sorted(hosts, key=lambda h: rank.get(h, len(rank)))
 
 
 class FilterModule:

@@ -43,7 +43,8 @@ def pytest_configure(config):
 # The machine's own state files: a test run on this machine gives its nodes paths of their
 # own (under /var/lib/gpudirect/unit-*, as the roles require, removed afterwards); one that
 # writes the default paths leaves a note that a later run, or a parallel test, reads.
-MACHINE_STATE_FILES = ("/var/lib/gpudirect/left-drained.json", "/var/lib/gpudirect/converged.json")
+MACHINE_STATE_FILES = ("/var/lib/gpudirect/left-drained.json", "/var/lib/gpudirect/converged.json",
+                       "/var/lib/gpudirect/run.lock")
 
 
 def pytest_sessionstart(session):

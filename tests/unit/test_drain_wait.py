@@ -3,6 +3,9 @@ never sees the node idle fails the node at the timeout, drained and untouched, w
 message naming the knobs; the hooks' output (a scheduler token, say) stays out of the log
 while gpudirect_drain_no_log is true, and shows once it is false."""
 
+import os
+import uuid
+
 from conftest import play_on_localhost
 
 PLAY = """\
@@ -32,8 +35,14 @@ def _drain(tmp_path, busy, no_log, timeout=3, interval=1):
         "gpudirect_drain_wait_timeout": timeout,
         "gpudirect_drain_wait_interval": interval,
         "gpudirect_drain_no_log": no_log,
+        # this test's own note, under the role's directory as it requires (removed below)
+        "gpudirect_drain_left_drained_file": "/var/lib/gpudirect/unit-wait-%s.json" % uuid.uuid4().hex,
     }
-    proc = play_on_localhost(tmp_path, PLAY, extra)
+    try:
+        proc = play_on_localhost(tmp_path, PLAY, extra)
+    finally:
+        if os.path.exists(extra["gpudirect_drain_left_drained_file"]):
+            os.remove(extra["gpudirect_drain_left_drained_file"])
     lines = calls.read_text().split() if calls.exists() else []
     return proc, lines
 

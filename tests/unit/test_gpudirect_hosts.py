@@ -28,7 +28,9 @@ GROUPS = {
     # exclusions apply after unions wherever they are written, as in Ansible
     ("!gpudirect_unchanged:gpu_nodes", ["n1", "n3", "n4"]),
     ("gpu_nodes:&rack_a", ["n1", "n3"]),
-    ("rack_a:gpudirect_disrupt", ["n3", "n1", "n4"]),
+    # inventory order, not the order of the groups' members
+    ("rack_a:gpudirect_disrupt", ["n1", "n3", "n4"]),
+    ("gpudirect_disrupt:rack_a", ["n1", "n3", "n4"]),
     ("gpudirect_disrupt,other", ["n4", "other"]),
     ("n2", ["n2"]),
 ])
