@@ -65,6 +65,15 @@ options:
     type: list
     elements: path
     default: []
+  exclude:
+    description:
+      - Node paths under the watched trees that are the runs' own bookkeeping, not the node's configuration
+        (the run lock and the left-drained note where the inventory moved them); the default ones,
+        C(/var/lib/gpudirect/run.lock) and C(/var/lib/gpudirect/left-drained.json), and the record itself
+        are always left out.
+    type: list
+    elements: path
+    default: []
   root:
     description:
       - Directory holding the node's file system. Leave at C(/) on a live host; a captured or fabricated tree
@@ -218,6 +227,7 @@ def main():
             inputs=dict(type="str", required=True),
             units=dict(type="list", elements="str", default=[]),
             files=dict(type="list", elements="path", default=[]),
+            exclude=dict(type="list", elements="path", default=[]),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -236,7 +246,7 @@ def main():
     units = list(params["units"]) + [u for u in own_units(params["root"]) if u not in params["units"]]
     current = {"inputs": params["inputs"],
                "fingerprint": fingerprint(params["root"], units=unit_states(module, units),
-                                          runner=module if live else None, live=live, exclude=(path,),
+                                          runner=module if live else None, live=live, exclude=(path,) + tuple(params["exclude"]),
                                           files=params["files"])}
     record, unusable, mtime = read_record(node_path, path)
     reasons = [unusable] if unusable else differences(record, current)

@@ -39,6 +39,12 @@ CONFIG_TREES = (
     "etc/default/grub.d", "etc/ansible/facts.d", "etc/gpudirect", "etc/infiniband",
     "usr/local/sbin", "var/lib/gpudirect", "etc/dkms/framework.conf.d",
 )
+# The runs' own bookkeeping under var/lib/gpudirect, never the node's configuration: the run
+# lock (held while a run works on the node, so present when the record is written and
+# rewritten by the next run) and the note of a node left drained (written before a drain,
+# removed at resume). Left out of the fingerprint, as the record itself is; the role adds
+# the paths its inventory sets (gpudirect_drain_lock_file, gpudirect_drain_left_drained_file).
+RUN_BOOKKEEPING = ("var/lib/gpudirect/run.lock", "var/lib/gpudirect/left-drained.json")
 CONFIG_FILES = (
     "etc/apt/sources.list", "etc/default/grub", "etc/security/limits.conf",
     "etc/systemd/system.conf", "etc/systemd/user.conf", "etc/os-release", "etc/dkms/framework.conf",
@@ -111,7 +117,7 @@ def _walk(top, skip_dirs=(), exclude=()):
 def config_digests(root="/", exclude=()):
     """{'/etc/...': digest} for every entry of the configuration trees and files."""
     result = {}
-    excluded = set(_under(root, p) for p in exclude)
+    excluded = set(_under(root, p) for p in tuple(exclude) + RUN_BOOKKEEPING)
     for tree in CONFIG_TREES:
         top = _under(root, tree)
         if not os.path.isdir(top):

@@ -178,6 +178,31 @@ def test_every_kind_of_drift_is_named(node, tmp_path, run_module, drift, reason)
     assert any(d.startswith(reason) for d in result["differences"]), result["differences"]
 
 
+def test_the_runs_own_lock_and_note_do_not_count(tmp_path, run_module):
+    """The run lock is held while the record is written and the next run holds its own (another
+    token, another time); the left-drained note comes and goes with drains. Neither is the node's
+    configuration: a re-run that found them changed would never take the shortcut (the rdma
+    scenario's idempotence step failed on exactly that once the lock moved to /var/lib/gpudirect)."""
+    t = converged_node(tmp_path)
+    t.write("var/lib/gpudirect/run.lock", '{"token": "run-1"}\n')
+    t.write("var/lib/gpudirect/locks/custom.lock", '{"token": "run-1"}\n')
+    assert run(run_module, tmp_path, state="record", exclude=["/var/lib/gpudirect/locks/custom.lock"])["changed"]
+    t.write("var/lib/gpudirect/run.lock", '{"token": "run-2", "renewed": 1}\n')
+    t.write("var/lib/gpudirect/left-drained.json", '{"reason": "drained", "intent": true}\n')
+    t.write("var/lib/gpudirect/locks/custom.lock", '{"token": "run-2"}\n')
+    result = run(run_module, tmp_path, exclude=["/var/lib/gpudirect/locks/custom.lock"])
+    assert result["unchanged"] is True, result["differences"]
+    # anything else the toolkit keeps there still counts
+    t.write("var/lib/gpudirect/loopback/gpudirect_loopback_helper.sha256", "another build\n")
+    result = run(run_module, tmp_path, exclude=["/var/lib/gpudirect/locks/custom.lock"])
+    assert len(result["differences"]) == 1, result["differences"]
+    assert result["differences"][0].startswith("configuration files changed: ")
+    assert "/var/lib/gpudirect/loopback/gpudirect_loopback_helper.sha256" in result["differences"][0]
+    assert "lock" not in result["differences"][0] and "left-drained" not in result["differences"][0]
+    # without the exclude, the moved lock counts: the role passes gpudirect_drain_lock_file
+    assert "/var/lib/gpudirect/locks/custom.lock" in run(run_module, tmp_path)["differences"][0]
+
+
 def test_dkms_build_logs_do_not_count(node, tmp_path, run_module):
     node.write("var/lib/dkms/nvidia/570.1/build/make.log", "another build's log, longer than before")
     assert run(run_module, tmp_path)["unchanged"] is True
