@@ -202,6 +202,8 @@ fi
 report() {
   local s line r t name total failed=0 passed=0
   table=""
+  # the scenarios that failed (scenario() writes "@NAME ok|FAILED"), for why_failed
+  failed_scenarios=$(sed -n 's/^@\([a-z_]*\) FAILED$/\1/p' "$results")
   echo
   echo "stage          result  seconds"
   for s in "${order[@]}"; do
@@ -239,9 +241,9 @@ why_failed() {
     echo "--- why unit failed (all of it in .cache/unit.log)"
     grep -E "^(FAILED|ERROR) |^A test wrote" .cache/unit.log | cut -c1-400 | head -n 30
   fi
-  for s in default os_release_pin rolling pair rdma kernel_update secureboot; do
+  for s in $failed_scenarios; do
     log=.cache/molecule-$s.log
-    [[ -f $log ]] && grep -qE "Executed: Failed|failed=[1-9]|Idempotence test failed" "$log" || continue
+    [[ -f $log ]] || continue
     echo
     echo "--- why scenario $s failed (the first lines that say so; all of it in $log)"
     grep -E "fatal: |FAILED! =>|Idempotence test failed|^\*  => |Executed: Failed|^E  +[A-Za-z]|^FAILED |timed out|failed=[1-9]" \
