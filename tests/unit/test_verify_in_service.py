@@ -194,3 +194,20 @@ def test_a_scope_that_is_not_a_choice_is_refused_before_anything_runs(tmp_path):
     proc = _run(tmp_path, VM, gpudirect_verify_scope="partial")
     assert proc.returncode != 0
     assert "gpudirect_verify_scope" in proc.stdout and "partial" in proc.stdout
+
+
+def test_the_real_h100_node_in_service_was_only_read_and_failed_for_its_missing_nic():
+    """The role's own record from a lent H100 (tests/fixtures/gpu_node/h100x1/README.md, 2026-11-27):
+    scope in_service, no NIC on the node. The read-only checks are the only ones in the record."""
+    report = json.loads(read_fixture("gpu_node", "h100x1", "verify-in_service", "vm.json"))
+    assert report["status"] == "failed" and report["diagnosis"]["code"] == "in_service_failed"
+    assert report["diagnosis"]["message"] == ("in_service: no RDMA device "
+                                              "(the node is in service: its data path was not exercised)")
+    assert [c["name"] for c in report["checks"]] == ["module_signing", "nvlink_fabric", "in_service"]
+    assert report["pairs"] == [] and report["bytes_compared"] is None
+    # the same judgment from the node's facts, as the harness captured them on that machine
+    facts = json.loads(read_fixture("gpu_node", "h100x1", "gpudirect_facts.json"))["ansible_facts"]["gpudirect"]
+    assert in_service.judge(facts)["reason"] == "no RDMA device"
+    assert in_service.judge(_with_nic(facts))["summary"].endswith(
+        "1 GPU(s), NVIDIA driver 580.159.04 loaded; RDMA rxe0 port 1 ACTIVE; "
+        "dma-buf (open kernel module, no peer-memory module loaded)")

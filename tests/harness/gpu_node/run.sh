@@ -13,10 +13,11 @@
 #   fabric/                nvidia-smi's NVLink, fabric and topology text, two real NCCL all-reduces
 #                          (capture_fabric.sh); topology.txt, nccl.txt: their checks
 #   verify-auto/, verify-host/, verify-*.log  the gpudirect_verify role itself (verify.yml)
+#   verify-in_service/     the same role on a node in service: read-only (gpudirect_verify_scope)
 #   gpus.tsv, checks.tsv   the per-GPU table and every check with its exit code (printed at the end)
 # Every GPU of the node is proven (the CUDA half of the loopback on each, the role's verdict for
 # each); the run exits 1 when any check did not show what it must. GPU_NODE_STEPS (default all)
-# picks steps: facts is always run; then any of preflight state loopback fabric verify roles offline.
+# picks steps: facts is always run; then any of preflight state loopback fabric verify in_service roles offline.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 OUT=${OUT:-$PWD/gpu-node-out}; mkdir -p "$OUT"
@@ -51,7 +52,7 @@ INV
 ap() { python3 -m ansible.cli.playbook -i "$inv" "$@"; }
 apj() { ANSIBLE_CALLBACK_RESULT_FORMAT=json ap "$@"; }  # a message stays on one line for grep
 H=tests/harness/gpu_node
-STEPS=${GPU_NODE_STEPS:-preflight state loopback fabric verify roles offline}
+STEPS=${GPU_NODE_STEPS:-preflight state loopback fabric verify in_service roles offline}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 # check NAME RC WANTED_RC SECONDS [why]: one row of checks.tsv; a row whose rc is not the wanted one fails the run
 printf 'check\trc\twanted\tseconds\tresult\n' >"$OUT/checks.tsv"
@@ -124,6 +125,35 @@ if want verify; then
       check "gpudirect_verify verdict per GPU, mode $mode" $rc 0 0
     fi
   done
+fi
+
+# --- the verification role on a node in service (gpudirect_verify_scope: in_service): it
+# only reads (facts, signatures, NVLink fabric, driver, RDMA port, peer-memory path); no
+# helper is built and no GPU memory is touched. Without a NIC its in_service check fails
+# the host (rc 2) naming "no RDMA device"; verify-in_service/ holds the report.
+if want in_service; then
+  ver_want=0; (( NICS == 0 )) && ver_want=2
+  stamp=/var/lib/gpudirect/loopback/gpudirect_loopback_helper.sha256
+  before=$(stat -c %Y "$stamp" 2>/dev/null || echo none)
+  t0=$SECONDS
+  apj $H/verify.yml -e gpudirect_verify_scope=in_service -e "gpudirect_verify_report_dir=$OUT/verify-in_service" \
+    >"$OUT/verify-in_service.log" 2>&1; rc=$?
+  check "gpudirect_verify role, in service (read-only)" $rc $ver_want $((SECONDS - t0))
+  ! grep -q "TASK \[gpudirect_verify : Write a pattern" "$OUT/verify-in_service.log"
+  check "in service: the loopback did not run" $? 0 0
+  [[ $(stat -c %Y "$stamp" 2>/dev/null || echo none) == "$before" ]]
+  check "in service: no helper built" $? 0 0
+  python3 - "$OUT/verify-in_service/$(hostname -s).json" "$NICS" <<'PY'
+import json, sys
+report, nics = json.load(open(sys.argv[1])), int(sys.argv[2])
+check = [c for c in report.get("checks", []) if c["name"] == "in_service"]
+print("status:", report["status"], "| diagnosis:", (report.get("diagnosis") or {}).get("code"),
+      "|", check[0]["summary"] if check else "no in_service check")
+ok = bool(check) and (report["status"] == "failed" and check[0]["reason"] == "no RDMA device" if nics == 0
+                      else report["status"] == "skipped" and check[0]["status"] == "passed")
+sys.exit(0 if ok else 1)
+PY
+  check "in service: the report's verdict and its in_service check" $? 0 0
 fi
 
 # --- roles on the GPU node: nvidia_driver keeps the driver the image brought (no package,
