@@ -44,6 +44,12 @@ ROOT=$PWD
 # shellcheck disable=SC1091
 source .venv/bin/activate
 export ANSIBLE_CONFIG=$ROOT/ansible.cfg ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+# Every VM of the suite gets 1 vCPU (tests/harness/vm/vm.py: GPUDIRECT_VM_SMP): up to
+# five TCG guests share 2 cores here, and a guest vCPU that waits on a descheduled
+# sibling (a TLB shootdown, a spinlock) spins. The same kernel install from rdma's
+# saved node beside two busy processes: 307.6 s with 2 vCPUs, 246.1 s with 1; alone
+# with 1: 110.5 s (benchmarks/suite-time.md, 2026-11-27).
+export GPUDIRECT_VM_SMP=${GPUDIRECT_VM_SMP:-1}
 
 stage_static() {
   yamllint --strict . || return 1

@@ -47,7 +47,12 @@ Environment: GPUDIRECT_CACHE (cache root), GPUDIRECT_VM_STATE (run dirs,
 default <cache>/vm/runs), GPUDIRECT_VM_IMAGE (image dir; default: whatever
 build-image.sh prints, building it if needed), GPUDIRECT_VM_SAVED_ANY_CODE=1
 (start --from-saved takes a saved disk that other toolkit code converged, and
-says so: a developer re-runs the later steps of a scenario in minutes).
+says so: a developer re-runs the later steps of a scenario in minutes),
+GPUDIRECT_VM_SMP (vCPUs of a VM started without --smp; default 2). Under TCG a
+guest with more vCPUs than the host has cores to spare loses time: a vCPU that
+waits on another one (a TLB shootdown, a spinlock) spins while the host runs
+something else. scripts/test.sh starts every VM with 1 vCPU
+(benchmarks/suite-time.md has the measurement).
 """
 from __future__ import annotations
 
@@ -98,6 +103,17 @@ def sibling(name: str):
 
 def log(msg: str) -> None:
     print(f"[vm] {msg}", file=sys.stderr, flush=True)
+
+
+def default_smp() -> int:
+    """vCPUs of a VM started without --smp: GPUDIRECT_VM_SMP, else 2."""
+    raw = os.environ.get("GPUDIRECT_VM_SMP", "").strip()
+    if not raw:
+        return 2
+    if not raw.isdigit() or not 1 <= int(raw) <= 64:
+        raise SystemExit(f"GPUDIRECT_VM_SMP={raw!r}: give the number of vCPUs per VM, 1 to 64 "
+                         "(unset it for the default, 2)")
+    return int(raw)
 
 
 def state_root(args: argparse.Namespace) -> Path:
@@ -262,6 +278,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(json.dumps(instance_config(args.name, load_info(rd))))
         return 0
     t0 = time.monotonic()
+    if args.smp is None:
+        args.smp = default_smp()
     img = image_dir(args)
     if rd.exists():
         shutil.rmtree(rd)   # stale run: a fresh overlay, as every run starts from the pristine image
@@ -367,7 +385,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         "secure_boot": bool(args.secure_boot),
     }
     (rd / "info.json").write_text(json.dumps(info, indent=1) + "\n")
-    log(f"{args.name}: started pid {read_pid(rd)} accel={accel} ssh=127.0.0.1:{args.ssh_port} "
+    log(f"{args.name}: started pid {read_pid(rd)} accel={accel} smp={args.smp} ssh=127.0.0.1:{args.ssh_port} "
         f"run dir {rd} ({time.monotonic() - t0:.1f} s)")
     print(json.dumps(instance_config(args.name, info)))
     return 0
@@ -828,7 +846,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("name")
     s.add_argument("--ssh-port", type=int, required=True)
     s.add_argument("--mem", type=int, default=2048)
-    s.add_argument("--smp", type=int, default=2)
+    s.add_argument("--smp", type=int, default=None,
+                   help="vCPUs (default: GPUDIRECT_VM_SMP, else 2)")
     s.add_argument("--accel", choices=["auto", "tcg", "kvm"])
     s.add_argument("--image", help="image dir (default: build-image.sh output)")
     s.add_argument("--mac", help="main NIC MAC (default: derived from the name)")
