@@ -278,7 +278,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(json.dumps(instance_config(args.name, load_info(rd))))
         return 0
     t0 = time.monotonic()
-    if args.smp is None:
+    if getattr(args, "smp", None) is None:
         args.smp = default_smp()
     img = image_dir(args)
     if rd.exists():
