@@ -43,7 +43,19 @@ description:
   - Modules weak-installed from another kernel (EL C(weak-updates), state C(installed-weak)) have no build
     of their own for the kernel; they are left alone unless an earlier module is (re)built, in which case
     they are built for the kernel.
-  - C(changed) is true only when a dkms command ran (would run, in check mode).
+  - With I(build_order), DKMS's own autoinstall learns the chain's order too. For each registered chain
+    module after the first, a block in C(/etc/dkms/NAME.conf) (which DKMS reads after the module's own
+    C(dkms.conf), since DKMS 2.3) sets C(BUILD_DEPENDS) to the registered chain modules before it, so
+    that a kernel or header package installed outside the toolkit (unattended-upgrades, an admin's
+    C(apt upgrade)) gets OFED, then NVIDIA and its peer-memory module, then GDRCopy, in that order.
+    Where the node's DKMS knows C(BUILD_DEPENDS_REBUILD) (DKMS 3.2 and later; the module looks for the
+    word in the C(dkms) script rather than trusting a version number), the block also sets it to C(yes),
+    so that a rebuilt dependency rebuilds the modules that link against it. Lines of the file outside
+    the block are kept; a file that held only the block is removed when the module no longer needs one.
+    This module stays the checker and repairer. Older DKMS, or a chain built before the block existed,
+    is still rebuilt in order here.
+  - C(changed) is true only when a dkms command ran or a build order block was written (would be, in
+    check mode).
 version_added: "1.0.0"
 author:
   - GPUDirect RDMA toolkit maintainers
@@ -79,6 +91,12 @@ options:
         reordering rebuild now would be thrown away minutes later.
     type: bool
     default: true
+  build_order:
+    description:
+      - Write the chain's order for DKMS's own autoinstall (C(BUILD_DEPENDS) in C(<root>/etc/dkms/NAME.conf),
+        see above). C(false) leaves those files as they are.
+    type: bool
+    default: true
   log_lines:
     description:
       - How many lines from the end of C(make.log) to show when a build fails. C(0) shows none.
@@ -94,7 +112,8 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reports the planned C(actions) and runs no dkms command but C(dkms status). Missing headers
+    description: Reports the planned C(actions) and C(build_order) changes, runs no dkms command but
+      C(dkms status) and writes nothing. Missing headers
       are not a failure in check mode (the role installs them just before the real run); the reason of each
       action planned for such a kernel says which package must be installed first.
   diff_mode:
@@ -125,6 +144,11 @@ EXAMPLES = r"""
   gpudirect_dkms:
   check_mode: true
   register: dkms_plan
+
+- name: Build in order, but leave /etc/dkms as the site manages it
+  gpudirect_dkms:
+    build_order: false
+  become: true
 """
 
 RETURN = r"""
@@ -232,6 +256,34 @@ deferred:
   elements: dict
   sample: [{kernel: 6.1.0-20-amd64, module: nvidia, reason: "built for 6.1.0-20-amd64 at 2026-11-23T07:40:02Z,
             before mlnx-ofed-kernel (2026-11-23T07:44:10Z)"}]
+build_order:
+  description:
+    - Per registered chain module, the C(BUILD_DEPENDS) block it needs in C(/etc/dkms/NAME.conf)
+      (C(depends) empty for the first one, which needs none), and whether this run wrote or removed it
+      (would, in check mode). Empty when I(build_order=false) or no chain module is registered.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    module:
+      description: DKMS module name.
+      type: str
+    path:
+      description: The override file DKMS reads for the module.
+      type: str
+    depends:
+      description: The registered chain modules before it, which DKMS autoinstall builds first.
+      type: list
+      elements: str
+    rebuild:
+      description: Whether the block also sets C(BUILD_DEPENDS_REBUILD=yes) (the node's DKMS knows it).
+      type: bool
+    changed:
+      description: The file was written or removed (would be, in check mode).
+      type: bool
+  sample:
+    - {module: mlnx-ofed-kernel, path: /etc/dkms/mlnx-ofed-kernel.conf, depends: [], rebuild: false, changed: false}
+    - {module: nvidia, path: /etc/dkms/nvidia.conf, depends: [mlnx-ofed-kernel], rebuild: false, changed: true}
 dkms_messages:
   description: Lines of C(dkms status) that are not status lines (C(Error!), C(Warning:), anything malformed).
   returned: always
@@ -518,6 +570,61 @@ def summary_lines(kernels, actions):
 
 
 # --------------------------------------------------------------------------
+# DKMS's own build order (/etc/dkms/NAME.conf)
+# --------------------------------------------------------------------------
+
+ORDER_BEGIN = "# BEGIN gpudirect_dkms build order (the chain's order for DKMS autoinstall; managed by Ansible)"
+ORDER_END = "# END gpudirect_dkms build order"
+
+
+def order_block(depends, rebuild):
+    """The lines of the block for a module built after ``depends``; [] when it needs none."""
+    if not depends:
+        return []
+    lines = [ORDER_BEGIN, "BUILD_DEPENDS=(%s)" % " ".join('"%s"' % d for d in depends)]
+    if rebuild:
+        lines.append('BUILD_DEPENDS_REBUILD="yes"')
+    return lines + [ORDER_END]
+
+
+def with_block(text, block):
+    """``text`` (a file's content, None when absent) with the managed block replaced by ``block``
+    (appended when there was none, dropped when ``block`` is empty); None when nothing is left."""
+    lines = (text or "").splitlines()
+    kept, inside, at = [], False, None
+    for line in lines:
+        if line.strip() == ORDER_BEGIN:
+            inside, at = True, len(kept)
+            continue
+        if inside:
+            if line.strip() == ORDER_END:
+                inside = False
+            continue
+        kept.append(line)
+    if at is None:
+        at = len(kept)
+    new = kept[:at] + block + kept[at:]
+    if not any(line.strip() for line in new):
+        return None
+    return "\n".join(new) + "\n"
+
+
+def chain_order(chain, registered):
+    """[(module, [registered chain modules before it])] for the registered ones, in chain order."""
+    names = [n for n in chain if n in registered]
+    return [(name, names[:index]) for index, name in enumerate(names)]
+
+
+def dkms_knows_rebuild(dkms_path):
+    """True when the dkms script on the node handles BUILD_DEPENDS_REBUILD."""
+    try:
+        with open(dkms_path, "rb") as f:
+            return b"BUILD_DEPENDS_REBUILD" in f.read()
+    except (IOError, OSError, TypeError):
+        return False
+
+
+# --------------------------------------------------------------------------
 # module
 # --------------------------------------------------------------------------
 
@@ -656,6 +763,45 @@ class DkmsChain(object):
     def registered(self, name, version):
         return os.path.isdir(os.path.join(self.dkms_tree, name, version, "source"))
 
+    def build_order(self, skipped):
+        """Write (check mode: plan) the BUILD_DEPENDS block of each registered chain module."""
+        if not self.module.params["build_order"] or not self.dkms:
+            return []
+        usable = set(self.chain) - set(entry["module"] for entry in skipped)
+        rebuild = dkms_knows_rebuild(self.dkms)
+        conf_dir = os.path.join(self.root, "etc", "dkms")
+        rows = []
+        for name, depends in chain_order(self.chain, usable):
+            path = os.path.join(conf_dir, name + ".conf")
+            try:
+                with open(path) as f:
+                    current = f.read()
+            except (IOError, OSError) as err:
+                if os.path.exists(path):
+                    self.fail("cannot read %s (%s): DKMS reads it for %s; fix its permissions or remove it, or set "
+                              "build_order: false (gpudirect_dkms_build_order)" % (path, err, name))
+                current = None
+            wanted = with_block(current, order_block(depends, rebuild))
+            changed = wanted != current
+            if changed and not self.module.check_mode:
+                self.write_conf(path, wanted)
+            rows.append({"module": name, "path": path, "depends": depends, "rebuild": rebuild and bool(depends),
+                         "changed": changed})
+        return rows
+
+    def write_conf(self, path, text):
+        if text is None:
+            os.remove(path)
+            return
+        directory = os.path.dirname(path)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        tmp = path + ".gpudirect-tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        self.module.atomic_move(tmp, path)
+
     def must_run(self, cmd, action, done, later):
         started = time.time()
         rc, out, err = self.run(cmd)
@@ -714,10 +860,17 @@ class DkmsChain(object):
         else:
             msg = "%s %d DKMS module build(s) for kernels %s" % (
                 "would run" if self.module.check_mode else "ran", len(actions), releases)
+        order = self.build_order(skipped)
+        written = [row for row in order if row["changed"]]
         summary = summary_lines(kernels, actions) or [msg]
         summary += ["left for a later pass: %s for %s, %s" % (d["module"], d["kernel"], d["reason"])
                     for d in deferred or []]
-        self.module.exit_json(changed=bool(actions), msg=msg, summary=summary, deferred=deferred or [],
+        summary += ["%s %s: DKMS autoinstall builds %s %s" % (
+            "would write" if self.module.check_mode else "wrote", row["path"], row["module"],
+            "after " + ", ".join(row["depends"]) if row["depends"] else "first (block removed)")
+            for row in written]
+        self.module.exit_json(changed=bool(actions) or bool(written), msg=msg, summary=summary, deferred=deferred or [],
+                              build_order=order,
                               kernels=kernels, running=running, default=default, default_source=source,
                               modules=self.modules_of(states), actions=actions, skipped_modules=skipped,
                               dkms_messages=self.messages)
@@ -731,6 +884,7 @@ def main():
             dkms_tree=dict(type="path", default="/var/lib/dkms"),
             log_lines=dict(type="int", default=40),
             rebuild_out_of_order=dict(type="bool", default=True),
+            build_order=dict(type="bool", default=True),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,

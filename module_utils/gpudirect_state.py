@@ -37,7 +37,9 @@ CONFIG_TREES = (
     "etc/yum.repos.d", "etc/dnf", "etc/modprobe.d", "etc/modules-load.d", "etc/systemd/system",
     "etc/systemd/system.conf.d", "etc/systemd/user.conf.d", "etc/security/limits.d",
     "etc/default/grub.d", "etc/ansible/facts.d", "etc/gpudirect", "etc/infiniband",
-    "usr/local/sbin", "var/lib/gpudirect", "etc/dkms/framework.conf.d",
+    "usr/local/sbin", "var/lib/gpudirect",
+    # framework.conf(.d) (signing) and the per-module NAME.conf (gpudirect_dkms's build order)
+    "etc/dkms",
 )
 # The runs' own bookkeeping under var/lib/gpudirect, never the node's configuration: the run
 # lock (held while a run works on the node, so present when the record is written and
@@ -47,7 +49,7 @@ CONFIG_TREES = (
 RUN_BOOKKEEPING = ("var/lib/gpudirect/run.lock", "var/lib/gpudirect/left-drained.json")
 CONFIG_FILES = (
     "etc/apt/sources.list", "etc/default/grub", "etc/security/limits.conf",
-    "etc/systemd/system.conf", "etc/systemd/user.conf", "etc/os-release", "etc/dkms/framework.conf",
+    "etc/systemd/system.conf", "etc/systemd/user.conf", "etc/os-release",
 )
 # Package databases: any install, removal, upgrade or hold changes them.
 PACKAGE_DBS = ("var/lib/dpkg/status", "var/lib/rpm")

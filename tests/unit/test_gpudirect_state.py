@@ -31,6 +31,8 @@ def converged_node(base):
     t.write("etc/modules-load.d/gpudirect-nvidia-peermem.conf", "nvidia_peermem\n")
     t.write("etc/apt/sources.list.d/doca.list", "deb [signed-by=/etc/apt/keyrings/mellanox-doca.asc] http://m/ ./\n")
     t.write("etc/security/limits.d/90-gpudirect-memlock.conf", "* - memlock unlimited\n")
+    t.write("etc/dkms/nvidia.conf", "# BEGIN gpudirect_dkms build order\nBUILD_DEPENDS=(\"mlnx-ofed-kernel\")\n"
+            "# END gpudirect_dkms build order\n")
     t.write("var/lib/dkms/nvidia/570.1/6.1.0-18-amd64/x86_64/module/nvidia.ko.xz", "ko")
     t.write("var/lib/dkms/nvidia/570.1/build/make.log", "log")
     t.write("lib/modules/6.1.0-18-amd64/updates/dkms/nvidia.ko.xz", "ko")
@@ -67,7 +69,7 @@ def test_record_then_query_matches_and_rerecord_changes_nothing(node, tmp_path, 
     assert result["differences"] == []
     assert result["recorded_at"].endswith("Z")
     # devices: the GPU, mlx5_0, mlx5_1 and the unbound Mellanox function 81:00.1
-    assert result["summary"] == {"config_files": 4, "loaded_modules": 5, "acs_functions": 4, "units": 0, "devices": 4}
+    assert result["summary"] == {"config_files": 5, "loaded_modules": 5, "acs_functions": 4, "units": 0, "devices": 4}
     again = run(run_module, tmp_path, state="record")
     assert again["changed"] is False
     record = json.load(open(os.path.join(str(tmp_path), RECORD.lstrip("/"))))
@@ -83,6 +85,12 @@ def _edit_config(t):
 
 def _remove_config(t):
     os.remove(t.abs("etc/security/limits.d/90-gpudirect-memlock.conf"))
+
+
+def _dkms_build_order_dropped(t):
+    # an admin (or a package) writes its own /etc/dkms/nvidia.conf over gpudirect_dkms's
+    # BUILD_DEPENDS block: DKMS autoinstall would build nvidia before OFED again
+    t.write("etc/dkms/nvidia.conf", "# site override\n")
 
 
 def _new_kernel_running(t):
@@ -151,6 +159,7 @@ def _peermem_path_gone(t):
 DRIFT = [
     (_edit_config, "configuration files changed: /etc/modprobe.d/gpudirect-blacklist-nouveau.conf"),
     (_remove_config, "configuration files changed: /etc/security/limits.d/90-gpudirect-memlock.conf"),
+    (_dkms_build_order_dropped, "configuration files changed: /etc/dkms/nvidia.conf"),
     (_new_kernel_running, "running kernel: 6.1.0-18-amd64 -> 6.1.0-20-amd64"),
     (_new_default_kernel, "default boot kernel: 6.1.0-18-amd64 -> 6.1.0-20-amd64"),
     (_package_change, "installed packages (package database) changed"),
