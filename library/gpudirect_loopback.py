@@ -131,6 +131,14 @@ options:
         C(gpudirect_loopback_helper.sha256) are kept. Needs root for the default.
     type: path
     default: /var/lib/gpudirect/loopback
+  build_only:
+    description:
+      - Build the helper from I(source) into I(helper_dir) when its stamp differs, and stop there
+        without choosing devices or moving data (C(helper_built), C(helper_path), C(helper_sha256)).
+      - The C(gpudirect_verify) role builds the helper this way once per platform, on one node, and
+        copies the binary and its stamp to the other nodes of the platform, which then need no compiler.
+    type: bool
+    default: false
   selftest_gpu_only:
     description:
       - Run only the CUDA half, for a GPU node without RDMA NIC - allocate GPU memory, set
@@ -688,8 +696,37 @@ class Loopback(object):
             cmd.append("--corrupt")
         return cmd
 
+    def helper_state(self):
+        """(binary, stamp, sources, digest, current): the helper in helper_dir against the source."""
+        binary, stamp = helper_paths(self.p["helper_dir"])
+        sources = source_paths(self.p["source"])
+        try:
+            files = read_sources(sources, self.module.check_mode)
+        except LoopbackError as exc:
+            self.fail(exc.code, exc.message, **exc.extra)
+        digest = helper_digest(files) if files is not None else None
+        self.result.update(helper_path=binary, helper_sha256=digest)
+        return binary, stamp, sources, digest, digest is not None and helper_is_current(binary, stamp, digest)
+
+    def build_helper(self, sources, binary, stamp, digest):
+        try:
+            build(self.module, sources, binary, stamp, digest)
+        except LoopbackError as exc:
+            self.fail(exc.code, exc.message, **exc.extra)
+        self.result.update(helper_built=True, changed=True)
+
+    def build_only(self):
+        binary, stamp, sources, digest, current = self.helper_state()
+        if self.module.check_mode:
+            self.result.update(changed=not current, would_run=[] if current else [build_command("cc", sources, binary)])
+        elif not current:
+            self.build_helper(sources, binary, stamp, digest)
+        self.module.exit_json(**self.result)
+
     def run(self):
         self.validate()
+        if self.p["build_only"]:
+            self.build_only()
         try:
             if self.result["pair_role"] == "client":
                 self.peer_route()
@@ -700,26 +737,14 @@ class Loopback(object):
                 self.result["pcie_gbps"] = self.pcie(dev, gpu if mode in GPU_MODES else None)
         except LoopbackError as exc:
             self.fail(exc.code, exc.message, **exc.extra)
-        binary, stamp = helper_paths(self.p["helper_dir"])
-        sources = source_paths(self.p["source"])
-        try:
-            files = read_sources(sources, self.module.check_mode)
-        except LoopbackError as exc:
-            self.fail(exc.code, exc.message, **exc.extra)
-        digest = helper_digest(files) if files is not None else None
-        self.result.update(helper_path=binary, helper_sha256=digest)
-        current = digest is not None and helper_is_current(binary, stamp, digest)
+        binary, stamp, sources, digest, current = self.helper_state()
         cmd = self.helper_command(binary, mode, dev, gpu)
         if self.module.check_mode:
             would = [] if current else [build_command("cc", sources, binary)]
             self.result.update(changed=not current, would_run=would + [cmd])
             self.module.exit_json(**self.result)
         if not current:
-            try:
-                build(self.module, sources, binary, stamp, digest)
-            except LoopbackError as exc:
-                self.fail(exc.code, exc.message, **exc.extra)
-            self.result.update(helper_built=True, changed=True)
+            self.build_helper(sources, binary, stamp, digest)
         started = time.monotonic()
         rc, out, err = self.module.run_command(cmd, environ_update=dict(C_LOCALE))
         self.result["helper_wall_s"] = round(time.monotonic() - started, 3)
@@ -798,6 +823,7 @@ def main():
             min_ratio_port=dict(type="float"),
             source=dict(type="list", elements="path", required=True),
             helper_dir=dict(type="path", default="/var/lib/gpudirect/loopback"),
+            build_only=dict(type="bool", default=False),
             selftest_gpu_only=dict(type="bool", default=False),
             listen=dict(type="bool", default=False),
             peer=dict(type="str"),

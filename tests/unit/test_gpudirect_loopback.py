@@ -476,6 +476,38 @@ def test_build_once_then_cached_and_command_line(env, monkeypatch, run_module):
     assert len(node.builds()) == 1 and len(node.helpers()) == 2
 
 
+def test_build_only_builds_without_devices_and_a_copied_helper_is_current(env, tmp_path, monkeypatch, run_module):
+    """The role builds the helper once per platform (build_only, on one node) and copies the
+    binary and its stamp to the others: there the module finds it current and builds nothing."""
+    node = Node(monkeypatch)
+    # no RDMA device, no facts: build_only chooses nothing
+    built = run_module(gpudirect_loopback, {"build_only": True, "helper_dir": env["helper_dir"], "source": env["source"]})
+    assert built.get("failed") is not True, built
+    assert built["changed"] is True and built["helper_built"] is True and len(node.builds()) == 1
+    assert node.helpers() == []
+    again = run_module(gpudirect_loopback, {"build_only": True, "helper_dir": env["helper_dir"], "source": env["source"]})
+    assert again["changed"] is False and again["helper_built"] is False and len(node.builds()) == 1
+    # the copy on another node of the platform: the same source, the binary and stamp copied
+    other = tmp_path / "other-node"
+    other.mkdir()
+    for name in ("gpudirect_loopback_helper", "gpudirect_loopback_helper.sha256"):
+        shutil.copy2(os.path.join(env["helper_dir"], name), str(other / name))
+    rxe_sysfs(env["root"])
+    run = run_module(gpudirect_loopback, {"mode": "host", "facts": vm_facts(), "helper_dir": str(other),
+                                          "source": env["source"]})
+    assert run.get("failed") is not True, run
+    assert run["helper_built"] is False and run["helper_sha256"] == built["helper_sha256"]
+    assert len(node.builds()) == 1 and node.helpers()[0][0] == str(other / "gpudirect_loopback_helper")
+
+
+def test_build_only_in_check_mode_plans_the_build(env, monkeypatch, run_module):
+    node = Node(monkeypatch)
+    check = run_module(gpudirect_loopback, {"build_only": True, "helper_dir": env["helper_dir"], "source": env["source"]},
+                       check_mode=True)
+    assert check["changed"] is True and "-libverbs" in check["would_run"][0] and node.calls == []
+    assert not os.path.exists(os.path.join(env["helper_dir"], "gpudirect_loopback_helper"))
+
+
 @pytest.fixture
 def own_source(env, tmp_path):
     """A copy of the helper's source files that a test may change, as a new role version would;

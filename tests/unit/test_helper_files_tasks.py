@@ -30,8 +30,10 @@ PLAYBOOK = """---
 
 def _play(tmp_path, check=False):
     helper = tmp_path / "loopback"
+    # the node compiles its own helper (tests/unit/test_helper_once_per_platform.py has the copy);
+    # this test ships files and builds nothing
     extra = {"__gpudirect_verify_helper_dir": str(helper), "__gpudirect_verify_helper_src_dir": str(helper / "src"),
-             "gpudirect_verify_install_build_deps": False}
+             "gpudirect_verify_install_build_deps": False, "gpudirect_verify_helper_build": "every_node"}
     proc = play_on_localhost(tmp_path, PLAYBOOK, extra, check=check)
     assert proc.returncode == 0, proc.stdout
     shipped = re.findall(r"^changed: \[localhost\] => \(item=([^)]+)\)", proc.stdout, re.M)
