@@ -38,7 +38,9 @@ def _role(root, name, files):
 def _run(tmp_path_factory, extra_args=()):
     root = tmp_path_factory.mktemp("ku")
     (root / "playbooks").mkdir()
-    shutil.copy(os.path.join(ROOT, "playbooks", "kernel_update.yml"), root / "playbooks" / "kernel_update.yml")
+    # with the fleet lock's first and last plays, which it imports (the real role, below)
+    for name in ("kernel_update.yml", "fleet_lock.yml", "fleet_release.yml"):
+        shutil.copy(os.path.join(ROOT, "playbooks", name), root / "playbooks" / name)
     (root / "roles").mkdir()
     os.symlink(os.path.join(ROOT, "roles", "gpudirect_drain"), root / "roles" / "gpudirect_drain")
     for name in ("os_release_pin", "gpudirect_reboot", "mlnx_ofed", "nvidia_driver", "gpudirect_peermem"):

@@ -293,8 +293,10 @@ def test_the_rolling_play_batches_by_the_knobs_and_the_site_ends_with_it():
     with open(os.path.join(ROOT, "site.yml")) as handle:
         site = yaml.safe_load(handle)
     imported = [entry["ansible.builtin.import_playbook"] for entry in site]
-    assert imported[:3] == ["playbooks/state_check.yml", "playbooks/preflight.yml", "playbooks/plan.yml"]
-    assert imported[-1] == "playbooks/rolling.yml"
+    # the fleet lock first and last (one campaign at a time on these nodes), the rolling play before its release
+    assert imported[:4] == ["playbooks/fleet_lock.yml", "playbooks/state_check.yml", "playbooks/preflight.yml",
+                            "playbooks/plan.yml"]
+    assert imported[-2:] == ["playbooks/rolling.yml", "playbooks/fleet_release.yml"]
     # site.yml reboots only in the rolling play, drained
     assert "playbooks/reboot.yml" not in imported
 

@@ -116,6 +116,10 @@ def _project(tmp_path):
           when: gpudirect_verify_status != 'passed'
         """)})
     _role(root, "gpudirect_drain", {
+        # the fleet lock, first and last play (tests/unit/test_fleet_lock.py runs the real one);
+        # not an event of the node: the tests below compare each node's events
+        "fleet_lock.yml": "- name: Fleet lock stub\n  ansible.builtin.debug:\n    msg: fleet lock\n",
+        "fleet_release.yml": "- name: Fleet release stub\n  ansible.builtin.debug:\n    msg: fleet release\n",
         # the real entry points' contract: taken once per run, a no-op while this run holds it
         "lock.yml": textwrap.dedent("""\
             - name: Take the lock once per run
