@@ -112,6 +112,16 @@ def host_pattern(hosts):
     return found.group(1) if found else hosts
 
 
+def load_vm_harness(name):
+    """tests/harness/vm/vm.py as a fresh module named ``name`` (a test may patch its globals)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tests", "harness", "vm", "vm.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def read_fixture(*parts, binary=False):
     """A file under tests/fixtures/, as text (or bytes)."""
     with open(os.path.join(ROOT, "tests", "fixtures", *parts), "rb" if binary else "r") as handle:

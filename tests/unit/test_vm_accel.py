@@ -9,10 +9,11 @@ with the verdict cached per (kernel, qemu) pair.
 """
 
 import argparse
-import importlib.util
 import os
 
 import pytest
+
+from conftest import load_vm_harness
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # the serial console of the probe under kvm_pvm (q35, -cpu host,-arch-capabilities,
@@ -26,9 +27,7 @@ BOOTS = ("Probing EDD (edd=off to disable)... ok\n[    0.000000] Linux version 6
 
 @pytest.fixture
 def vm(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("gpudirect_vm_accel", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_vm_harness("gpudirect_vm_accel")
     monkeypatch.setattr(mod, "CACHE", tmp_path / "cache")
     monkeypatch.setattr(mod, "KVM_PROBE_TIMEOUT_S", 2)
     kvm = tmp_path / "kvm"

@@ -7,7 +7,6 @@ GRUB files and /boot's kernels; tar stores a kernel it already wrote through the
 vmlinuz link as a hard link to it. grub.cfg texts: tests/fixtures/grub/.
 """
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import PROJECT_FIXTURES, ROOT
+from conftest import PROJECT_FIXTURES, ROOT, load_vm_harness
 
 FIX = os.path.join(PROJECT_FIXTURES, "grub")
 NEW, OLD = "6.1.0-56-amd64", "6.1.0-50-amd64"
@@ -24,9 +23,7 @@ HARNESS_APPEND = "console=ttyS0,115200 root=/dev/vda rw mitigations=off panic=-1
 
 @pytest.fixture
 def vm():
-    spec = importlib.util.spec_from_file_location("gpudirect_vm_grub", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_vm_harness("gpudirect_vm_grub")
     return mod
 
 

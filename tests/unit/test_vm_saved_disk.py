@@ -8,21 +8,20 @@ code), and that start falls back to the pristine image with the reason.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
 
 import pytest
 
+from conftest import load_vm_harness
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 @pytest.fixture
 def vm(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("gpudirect_vm", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_vm_harness("gpudirect_vm")
     project = tmp_path / "project"
     (project / "roles" / "r" / "tasks").mkdir(parents=True)
     (project / "roles" / "r" / "tasks" / "main.yml").write_text("- name: t\n")

@@ -7,20 +7,14 @@ Molecule run by hand, without the variable, keeps 2. A bad value stops the start
 the variable's name instead of handing qemu a wrong -smp.
 """
 
-import importlib.util
-import os
-
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from conftest import load_vm_harness
 
 
 @pytest.fixture
 def vm():
-    spec = importlib.util.spec_from_file_location("gpudirect_vm_smp", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_vm_harness("gpudirect_vm_smp")
 
 
 def test_two_vcpus_without_the_variable(vm, monkeypatch):

@@ -8,20 +8,19 @@ stopped. The harness now also waits for `systemctl is-system-running --wait` and
 again; a connection lost on the way means "not yet". Here ssh is a stand-in script.
 """
 
-import importlib.util
 import os
 import time
 
 import pytest
+
+from conftest import load_vm_harness
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 @pytest.fixture
 def vm(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("gpudirect_vm_wait", os.path.join(ROOT, "tests", "harness", "vm", "vm.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_vm_harness("gpudirect_vm_wait")
     return mod
 
 
