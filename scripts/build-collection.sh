@@ -14,6 +14,7 @@
 #   library/*.py                     -> plugins/modules/
 #   module_utils/*.py                -> plugins/module_utils/
 #   filter_plugins/*.py              -> plugins/filter/
+#   filter_plugins/*.yml             -> plugins/filter/ (each filter's documentation, for ansible-doc)
 #   callback_plugins/*.py            -> plugins/callback/
 #   meta/runtime.yml, CHANGELOG.md   -> copied from the root
 #
@@ -61,6 +62,7 @@ mkdir -p "$stage/plugins/modules" "$stage/plugins/module_utils" "$stage/plugins/
 cp library/*.py "$stage/plugins/modules/"
 cp module_utils/*.py "$stage/plugins/module_utils/"
 cp filter_plugins/*.py "$stage/plugins/filter/"
+cp filter_plugins/*.yml "$stage/plugins/filter/"
 cp callback_plugins/*.py "$stage/plugins/callback/"
 # the root's meta/runtime.yml (requires_ansible) and the changelog Galaxy wants
 cp meta/runtime.yml "$stage/meta/runtime.yml"
