@@ -6,7 +6,7 @@
     toolkit's code and templates under ``project_root`` (``site.yml``,
     ``playbooks/``, ``roles/``, ``library/``, ``module_utils/``,
     ``filter_plugins/``), less documentation (``*.md``: a README edit changes
-    no node) and Python bytecode. The
+    no node; the filters' ``filter_plugins/*.yml`` for ansible-doc) and Python bytecode. The
     ``gpudirect_state`` role stores it with the node's fingerprint, so a changed
     inventory variable, role default or module makes the next run a full one.
 
@@ -27,6 +27,11 @@ SKIP_DIRS = ("__pycache__", ".pytest_cache")
 SKIP_SUFFIXES = (".md", ".pyc")
 
 
+def _filter_doc(part, name):
+    """A filter's documentation for ansible-doc (filter_plugins/NAME.yml, beside the code)."""
+    return part == "filter_plugins" and name.endswith((".yml", ".yaml"))
+
+
 def _toolkit_files(project_root):
     found = []
     for part in TOOLKIT_PARTS:
@@ -36,7 +41,8 @@ def _toolkit_files(project_root):
             continue
         for current, dirs, files in os.walk(top):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-            found.extend(os.path.join(current, f) for f in sorted(files) if not f.endswith(SKIP_SUFFIXES))
+            found.extend(os.path.join(current, f) for f in sorted(files)
+                         if not f.endswith(SKIP_SUFFIXES) and not _filter_doc(part, f))
     return found
 
 

@@ -74,5 +74,10 @@ def test_the_role_installs_only_missing_packages_and_reads_no_unchanged_flag():
     assert len(install) == 1 and install[0]["ansible.builtin.package"]["name"] == "{{ __gpudirect_verify_missing_packages }}"
     would = [t for t in tasks if "would install" in str(t.get("ansible.builtin.debug", {}).get("msg", ""))]
     assert len(would) == 1 and would[0]["changed_when"] is True
-    # check mode is read in the role only where no module can answer (README: check mode)
-    assert text.count("ansible_check_mode") == 3
+    # check mode is read in the role only where no module can answer (README: check mode):
+    # build_deps.yml (apt cannot simulate without python3-apt), main.yml (the record), and
+    # helper_copy.yml, which neither fetches nor copies a helper that check mode did not build
+    # (and says so)
+    counts = {name: open(os.path.join(tasks_dir, name)).read().count("ansible_check_mode")
+              for name in sorted(os.listdir(tasks_dir))}
+    assert {name: n for name, n in counts.items() if n} == {"build_deps.yml": 2, "helper_copy.yml": 2, "main.yml": 1}

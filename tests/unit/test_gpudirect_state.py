@@ -337,6 +337,19 @@ def test_inputs_digest_covers_code_and_templates_not_readmes(tmp_path):
     assert inputs_digest({}, str(root)) not in (base, templated)
 
 
+def test_inputs_digest_leaves_out_the_filters_ansible_doc_files(tmp_path):
+    """filter_plugins/NAME.yml documents a filter for ansible-doc: editing it changes no node.
+    A role's YAML still counts."""
+    root = _project(tmp_path)
+    (root / "filter_plugins/f.py").write_text("X = 1\n")
+    (root / "filter_plugins/f.yml").write_text("DOCUMENTATION:\n  name: f\n")
+    base = inputs_digest({}, str(root))
+    (root / "filter_plugins/f.yml").write_text("DOCUMENTATION:\n  name: f\n  short_description: more\n")
+    assert inputs_digest({}, str(root)) == base
+    (root / "roles/r/defaults/main.yml").write_text("r_x: 3\n")
+    assert inputs_digest({}, str(root)) != base
+
+
 def test_inputs_digest_of_the_real_toolkit_is_stable():
     assert inputs_digest({"a": 1}, ROOT) == inputs_digest({"a": 1}, ROOT)
 
