@@ -168,6 +168,21 @@ def test_a_node_in_service_is_only_read_and_its_record_says_why(tmp_path):
     assert any(n.startswith("in_service: passed (read-only") for n in report["notes"])
 
 
+def test_a_node_in_service_runs_no_cross_check_and_reports_none_as_failed(tmp_path):
+    """With an nccl-tests command set, a node in service runs it not (it would load the GPUs
+    under jobs) and says nothing about it: before, the cross-check read the skipped task and
+    printed "nccl-tests ... failed ... did not run: no result" for every such node."""
+    proc = _run(tmp_path, VM, gpudirect_verify_nccl_tests_command=["/bin/false"])
+    assert proc.returncode == 0, proc.stdout
+    assert "SCOPE=in_service STATUS=skipped" in proc.stdout
+    assert "TASK [gpudirect_verify : Run the nccl-tests command" not in proc.stdout
+    assert [line for line in proc.stdout.splitlines() if "nccl-tests" in line and ("fail" in line or "no result" in line)
+            ] == [], proc.stdout
+    assert "TASK [gpudirect_verify : Say what the cross-checks found]" not in proc.stdout
+    report = json.loads((tmp_path / "reports" / "localhost.json").read_text())
+    assert report.get("crosscheck") in (None, {}), report.get("crosscheck")
+
+
 def test_a_node_in_service_missing_its_nic_fails(tmp_path):
     proc = _run(tmp_path, H200X2)
     assert proc.returncode != 0
