@@ -25,6 +25,10 @@ def gpudirect_degraded_links(facts, mode="warn"):
     (whether it stops the host under ``gpudirect_preflight_degraded_link: mode``)."""
     if facts is not None and not isinstance(facts, dict):
         raise AnsibleFilterError("gpudirect_degraded_links expects ansible_facts.gpudirect, got %r" % (facts,))
+    # checked on every node, not only on one with a degraded link: a typo must not pass on healthy nodes
+    if mode not in _links.MODES:
+        raise AnsibleFilterError("gpudirect_preflight_degraded_link must be one of %s, got %r"
+                                 % (", ".join(_links.MODES), mode))
     try:
         return [dict(f, stops=_links.stops_host(f, mode)) for f in _links.degraded_links(facts)]
     except ValueError as exc:

@@ -89,6 +89,12 @@ def test_a_bad_knob_value_is_named():
         gpudirect_degraded_links(facts, "stop")
 
 
+def test_a_bad_knob_value_is_named_on_a_healthy_node_too():
+    """Before, the value was read only for a degraded link: a typo passed on every healthy node."""
+    with pytest.raises(AnsibleFilterError, match="gpudirect_preflight_degraded_link must be one of warn, fail, ignore"):
+        gpudirect_degraded_links(captured("h100"), "stop")
+
+
 def test_links_sysfs_does_not_report_are_not_findings():
     facts = {"gpus": [{"address": "0000:00:06.0", "link": {"current_speed_gts": None, "current_width": None,
                                                             "max_speed_gts": 32.0, "max_width": 16}}],
