@@ -43,15 +43,17 @@ description:
   - Modules weak-installed from another kernel (EL C(weak-updates), state C(installed-weak)) have no build
     of their own for the kernel; they are left alone unless an earlier module is (re)built, in which case
     they are built for the kernel.
-  - With I(build_order), DKMS's own autoinstall learns the chain's order too. For each registered chain
-    module after the first, a block in C(/etc/dkms/NAME.conf) (which DKMS reads after the module's own
-    C(dkms.conf), since DKMS 2.3) sets C(BUILD_DEPENDS) to the registered chain modules before it, so
-    that a kernel or header package installed outside the toolkit (unattended-upgrades, an admin's
-    C(apt upgrade)) gets OFED, then NVIDIA and its peer-memory module, then GDRCopy, in that order.
-    Where the node's DKMS knows C(BUILD_DEPENDS_REBUILD) (DKMS 3.2 and later; the module looks for the
-    word in the C(dkms) script rather than trusting a version number), the block also sets it to C(yes),
-    so that a rebuilt dependency rebuilds the modules that link against it. Lines of the file outside
-    the block are kept; a file that held only the block is removed when the module no longer needs one.
+  - With I(build_order), DKMS's own autoinstall learns the chain's order too. For each registered version of
+    each chain module after the first, a managed block at the end of the module's own C(dkms.conf)
+    (C(<dkms_tree>/NAME/VERSION/source/dkms.conf), the file the package installed under C(/usr/src)) sets
+    C(BUILD_DEPENDS) to the registered chain modules before it, so that a kernel or header package installed
+    outside the toolkit (unattended-upgrades, an admin's C(apt upgrade)) gets OFED, then NVIDIA and its
+    peer-memory module, then GDRCopy, in that order. Not C(/etc/dkms/NAME.conf) - DKMS 3.0.10 (Debian 12)
+    reads that file only for a command given C(-m NAME), never in autoinstall, which builds in directory
+    order then (seen on the VM tier, gdrdrv first). Where the node's DKMS knows C(BUILD_DEPENDS_REBUILD) (the
+    module looks for the word in the C(dkms) script rather than trusting a version number), the block also sets
+    it to C(yes), so that a rebuilt dependency rebuilds the modules that link against it. The rest of the file
+    is kept; a package upgrade brings a new C(dkms.conf) and the next run writes the block again.
     This module stays the checker and repairer. Older DKMS, or a chain built before the block existed,
     is still rebuilt in order here.
   - C(changed) is true only when a dkms command ran or a build order block was written (would be, in
@@ -93,8 +95,8 @@ options:
     default: true
   build_order:
     description:
-      - Write the chain's order for DKMS's own autoinstall (C(BUILD_DEPENDS) in C(<root>/etc/dkms/NAME.conf),
-        see above). C(false) leaves those files as they are.
+      - Write the chain's order for DKMS's own autoinstall (C(BUILD_DEPENDS) in each chain module's
+        C(dkms.conf), see above). C(false) leaves those files as they are.
     type: bool
     default: true
   log_lines:
@@ -145,7 +147,7 @@ EXAMPLES = r"""
   check_mode: true
   register: dkms_plan
 
-- name: Build in order, but leave /etc/dkms as the site manages it
+- name: Build in order, but leave the modules' dkms.conf files as their packages wrote them
   gpudirect_dkms:
     build_order: false
   become: true
@@ -258,8 +260,8 @@ deferred:
             before mlnx-ofed-kernel (2026-11-23T07:44:10Z)"}]
 build_order:
   description:
-    - Per registered chain module, the C(BUILD_DEPENDS) block it needs in C(/etc/dkms/NAME.conf)
-      (C(depends) empty for the first one, which needs none), and whether this run wrote or removed it
+    - Per registered version of each chain module, the C(BUILD_DEPENDS) block its C(dkms.conf) needs
+      (C(depends) empty for the first module, which needs none), and whether this run wrote or removed it
       (would, in check mode). Empty when I(build_order=false) or no chain module is registered.
   returned: always
   type: list
@@ -268,8 +270,11 @@ build_order:
     module:
       description: DKMS module name.
       type: str
+    version:
+      description: The registered version whose C(dkms.conf) it is.
+      type: str
     path:
-      description: The override file DKMS reads for the module.
+      description: That C(dkms.conf), its symlinks resolved (under C(/usr/src)).
       type: str
     depends:
       description: The registered chain modules before it, which DKMS autoinstall builds first.
@@ -282,8 +287,10 @@ build_order:
       description: The file was written or removed (would be, in check mode).
       type: bool
   sample:
-    - {module: mlnx-ofed-kernel, path: /etc/dkms/mlnx-ofed-kernel.conf, depends: [], rebuild: false, changed: false}
-    - {module: nvidia, path: /etc/dkms/nvidia.conf, depends: [mlnx-ofed-kernel], rebuild: false, changed: true}
+    - {module: mlnx-ofed-kernel, version: 25.01.OFED.25.01.0.6.0.1, path: /usr/src/mlnx-ofed-kernel-25.01.OFED.25.01.0.6.0.1/dkms.conf,
+       depends: [], rebuild: false, changed: false}
+    - {module: nvidia, version: 580.95.05, path: /usr/src/nvidia-580.95.05/dkms.conf, depends: [mlnx-ofed-kernel],
+       rebuild: false, changed: true}
 dkms_messages:
   description: Lines of C(dkms status) that are not status lines (C(Error!), C(Warning:), anything malformed).
   returned: always
@@ -570,7 +577,7 @@ def summary_lines(kernels, actions):
 
 
 # --------------------------------------------------------------------------
-# DKMS's own build order (/etc/dkms/NAME.conf)
+# DKMS's own build order (a block in each chain module's dkms.conf)
 # --------------------------------------------------------------------------
 
 ORDER_BEGIN = "# BEGIN gpudirect_dkms build order (the chain's order for DKMS autoinstall; managed by Ansible)"
@@ -763,44 +770,41 @@ class DkmsChain(object):
     def registered(self, name, version):
         return os.path.isdir(os.path.join(self.dkms_tree, name, version, "source"))
 
-    def build_order(self, skipped):
-        """Write (check mode: plan) the BUILD_DEPENDS block of each registered chain module."""
+    def build_order(self, skipped, reg):
+        """Write (check mode: plan) the BUILD_DEPENDS block in the dkms.conf of each registered
+        version of each chain module after the first."""
         if not self.module.params["build_order"] or not self.dkms:
             return []
         usable = set(self.chain) - set(entry["module"] for entry in skipped)
         rebuild = dkms_knows_rebuild(self.dkms)
-        conf_dir = os.path.join(self.root, "etc", "dkms")
         rows = []
         for name, depends in chain_order(self.chain, usable):
-            path = os.path.join(conf_dir, name + ".conf")
-            try:
-                with open(path) as f:
-                    current = f.read()
-            except (IOError, OSError) as err:
-                if os.path.exists(path):
-                    self.fail("cannot read %s (%s): DKMS reads it for %s; fix its permissions or remove it, or set "
-                              "build_order: false (gpudirect_dkms_build_order)" % (path, err, name))
-                current = None
-            wanted = with_block(current, order_block(depends, rebuild))
-            changed = wanted != current
-            if changed and not self.module.check_mode:
-                self.write_conf(path, wanted)
-            rows.append({"module": name, "path": path, "depends": depends, "rebuild": rebuild and bool(depends),
-                         "changed": changed})
+            for version in sorted(reg[name], key=version_key):
+                if reg[name][version]["broken"]:
+                    continue
+                path = os.path.realpath(os.path.join(self.dkms_tree, name, version, "source", "dkms.conf"))
+                try:
+                    with open(path) as f:
+                        current = f.read()
+                except (IOError, OSError) as err:
+                    self.fail("cannot read %s (%s), the dkms.conf of %s %s: reinstall its package, or set build_order: "
+                              "false (gpudirect_dkms_build_order)" % (path, err, name, version))
+                wanted = with_block(current, order_block(depends, rebuild))
+                changed = wanted != current
+                if changed and not self.module.check_mode:
+                    self.write_conf(path, wanted)
+                rows.append({"module": name, "version": version, "path": path, "depends": depends,
+                             "rebuild": rebuild and bool(depends), "changed": changed})
         return rows
 
     def write_conf(self, path, text):
-        if text is None:
-            os.remove(path)
-            return
-        directory = os.path.dirname(path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
+        mode = os.stat(path).st_mode & 0o7777
         tmp = path + ".gpudirect-tmp"
         with open(tmp, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
+            f.write(text or "")
+        os.chmod(tmp, mode)
         self.module.atomic_move(tmp, path)
+
 
     def must_run(self, cmd, action, done, later):
         started = time.time()
@@ -860,7 +864,7 @@ class DkmsChain(object):
         else:
             msg = "%s %d DKMS module build(s) for kernels %s" % (
                 "would run" if self.module.check_mode else "ran", len(actions), releases)
-        order = self.build_order(skipped)
+        order = self.build_order(skipped, reg)
         written = [row for row in order if row["changed"]]
         summary = summary_lines(kernels, actions) or [msg]
         summary += ["left for a later pass: %s for %s, %s" % (d["module"], d["kernel"], d["reason"])

@@ -38,7 +38,7 @@ CONFIG_TREES = (
     "etc/systemd/system.conf.d", "etc/systemd/user.conf.d", "etc/security/limits.d",
     "etc/default/grub.d", "etc/ansible/facts.d", "etc/gpudirect", "etc/infiniband",
     "usr/local/sbin", "var/lib/gpudirect",
-    # framework.conf(.d) (signing) and the per-module NAME.conf (gpudirect_dkms's build order)
+    # framework.conf(.d) (signing) and a site's per-module NAME.conf overrides
     "etc/dkms",
 )
 # The runs' own bookkeeping under var/lib/gpudirect, never the node's configuration: the run

@@ -155,6 +155,8 @@ class FakeHost(object):
 
     def register(self, name, version):
         os.makedirs(os.path.join(self.src, "%s-%s" % (name, version)), exist_ok=True)
+        with open(os.path.join(self.src, "%s-%s" % (name, version), "dkms.conf"), "w") as handle:
+            handle.write('PACKAGE_NAME="%s"\nPACKAGE_VERSION="%s"\nAUTOINSTALL="yes"\n' % (name, version))
         os.makedirs(os.path.join(self.tree, name, version), exist_ok=True)
         os.symlink(os.path.join(self.src, "%s-%s" % (name, version)), os.path.join(self.tree, name, version, "source"))
 
@@ -643,31 +645,37 @@ def test_rebuild_out_of_order_false_builds_nothing_and_names_the_module(tmp_path
 
 
 # ---------------------------------------------------------------------------
-# DKMS's own build order: BUILD_DEPENDS in <root>/etc/dkms/NAME.conf (issue #27)
+# DKMS's own build order: BUILD_DEPENDS in a block of each chain module's dkms.conf (issue #27)
 #
-# Debian 12's dkms 3.0.10 (/usr/sbin/dkms, read_conf) sources /etc/dkms/$module.conf
-# after the module's dkms.conf, and its autoinstall builds a module only once every
-# module of its BUILD_DEPENDS is installed for the kernel; a dependency that is neither
-# installed nor about to be makes autoinstall fail ("autoinstall failed due to missing
-# dependencies"), so only registered chain modules are named.
+# Debian 12's dkms 3.0.10 (/usr/sbin/dkms): autoinstall reads each module's
+# <tree>/NAME/VERSION/source/dkms.conf and builds a module only once every module of its
+# BUILD_DEPENDS is installed for the kernel; a dependency that is neither installed nor about
+# to be makes autoinstall fail ("autoinstall failed due to missing dependencies"), so only
+# registered chain modules are named. Its read_conf also sources /etc/dkms/$module.conf, but
+# autoinstall never sets $module, so that file does not count there: the rdma scenario saw
+# gdrdrv built first with the block in /etc/dkms/gdrdrv.conf (2026-11-27).
 # ---------------------------------------------------------------------------
 
+VERSIONS = {"mlnx-ofed-kernel": OFED_V, "nvidia": NV_V, "nv_peer_mem": "1.3", "gdrdrv": "2.5.1"}
+
+
 def conf(host, name):
-    path = os.path.join(host.root, "etc", "dkms", name + ".conf")
-    if not os.path.exists(path):
-        return None
-    with open(path) as handle:
+    with open(os.path.join(host.src, "%s-%s" % (name, VERSIONS[name]), "dkms.conf")) as handle:
         return handle.read()
 
 
 def bash_array(host, name):
     """BUILD_DEPENDS as bash (and so DKMS's safe_source) reads the file."""
     import subprocess
-    path = os.path.join(host.root, "etc", "dkms", name + ".conf")
+    path = os.path.join(host.src, "%s-%s" % (name, VERSIONS[name]), "dkms.conf")
     out = subprocess.run(["bash", "-c", 'source "$1"; printf "%s\\n" "${BUILD_DEPENDS[@]}"; echo "R=$BUILD_DEPENDS_REBUILD"',
                           "-", path], stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
     lines = out.splitlines()
     return [line for line in lines[:-1] if line], lines[-1][2:]
+
+
+def original(name):
+    return 'PACKAGE_NAME="%s"\nPACKAGE_VERSION="%s"\nAUTOINSTALL="yes"\n' % (name, VERSIONS[name])
 
 
 def test_build_order_names_the_registered_modules_before_each(tmp_path, monkeypatch, run_module):
@@ -677,16 +685,18 @@ def test_build_order_names_the_registered_modules_before_each(tmp_path, monkeypa
     del args["build_order"]   # the module's default
     result = run_module(gpudirect_dkms, args)
     assert result["changed"] is True and result["actions"] == []
-    assert conf(host, "mlnx-ofed-kernel") is None and conf(host, "gdrdrv") is None
+    assert conf(host, "mlnx-ofed-kernel") == original("mlnx-ofed-kernel")
+    assert conf(host, "nvidia").startswith(original("nvidia") + "# BEGIN gpudirect_dkms build order")
     assert bash_array(host, "nvidia") == (["mlnx-ofed-kernel"], "")
     assert bash_array(host, "nv_peer_mem") == (["mlnx-ofed-kernel", "nvidia"], "")
-    assert [(r["module"], r["depends"], r["changed"]) for r in result["build_order"]] == [
-        ("mlnx-ofed-kernel", [], False), ("nvidia", ["mlnx-ofed-kernel"], True),
-        ("nv_peer_mem", ["mlnx-ofed-kernel", "nvidia"], True)]
-    assert any(line.startswith("wrote %s/etc/dkms/nvidia.conf: DKMS autoinstall builds nvidia after mlnx-ofed-kernel"
-                               % host.root) for line in result["summary"])
+    assert [(r["module"], r["version"], r["depends"], r["changed"]) for r in result["build_order"]] == [
+        ("mlnx-ofed-kernel", OFED_V, [], False), ("nvidia", NV_V, ["mlnx-ofed-kernel"], True),
+        ("nv_peer_mem", "1.3", ["mlnx-ofed-kernel", "nvidia"], True)]
+    assert result["build_order"][1]["path"] == os.path.join(host.src, "nvidia-%s" % NV_V, "dkms.conf")
+    assert any(line.startswith("wrote %s: DKMS autoinstall builds nvidia after mlnx-ofed-kernel"
+                               % result["build_order"][1]["path"]) for line in result["summary"])
     assert host.commands() == []
-    again = run_module(gpudirect_dkms, host.args(build_order=True))
+    again = run_module(gpudirect_dkms, args)
     assert again["changed"] is False and not any(r["changed"] for r in again["build_order"])
 
 
@@ -695,27 +705,21 @@ def test_build_order_in_check_mode_writes_nothing(tmp_path, monkeypatch, run_mod
     healthy(host)
     result = run_module(gpudirect_dkms, host.args(build_order=True), check_mode=True)
     assert result["changed"] is True
-    assert conf(host, "nvidia") is None and not os.path.exists(os.path.join(host.root, "etc", "dkms"))
+    assert conf(host, "nvidia") == original("nvidia")
     assert any(line.startswith("would write") for line in result["summary"])
 
 
-def test_build_order_keeps_the_admins_lines_and_drops_only_its_block(tmp_path, monkeypatch, run_module):
+def test_build_order_keeps_the_packages_lines_and_replaces_only_its_block(tmp_path, monkeypatch, run_module):
     host = FakeHost(tmp_path, monkeypatch)
     healthy(host)
-    host.write("etc/dkms/nvidia.conf", '# site: sign with our key\nPOST_BUILD="sign.sh"\n')
     run_module(gpudirect_dkms, host.args(build_order=True))
-    text = conf(host, "nvidia")
-    assert text.startswith('# site: sign with our key\nPOST_BUILD="sign.sh"\n# BEGIN gpudirect_dkms build order')
     assert bash_array(host, "nvidia") == (["mlnx-ofed-kernel"], "")
-    # OFED leaves the chain: nvidia is first, needs no block; the admin's lines stay,
-    # and nv_peer_mem, whose file held only the block, is rewritten with nvidia alone
+    # OFED leaves the chain: nvidia is first and needs no block, nv_peer_mem's names nvidia alone
     result = run_module(gpudirect_dkms, host.args(build_order=True, chain=["nvidia", "nv_peer_mem"]))
-    assert conf(host, "nvidia") == '# site: sign with our key\nPOST_BUILD="sign.sh"\n'
+    assert conf(host, "nvidia") == original("nvidia")
     assert bash_array(host, "nv_peer_mem") == (["nvidia"], "")
+    assert conf(host, "nv_peer_mem").startswith(original("nv_peer_mem"))
     assert [(r["module"], r["changed"]) for r in result["build_order"]] == [("nvidia", True), ("nv_peer_mem", True)]
-    # a file that held only the block goes when its module needs none
-    run_module(gpudirect_dkms, host.args(build_order=True, chain=["nv_peer_mem"]))
-    assert conf(host, "nv_peer_mem") is None
 
 
 def test_build_order_sets_rebuild_where_dkms_knows_it(tmp_path, monkeypatch, run_module):
@@ -729,12 +733,12 @@ def test_build_order_sets_rebuild_where_dkms_knows_it(tmp_path, monkeypatch, run
     assert [r["rebuild"] for r in result["build_order"]] == [False, True, True]
 
 
-def test_build_order_false_leaves_etc_dkms_alone(tmp_path, monkeypatch, run_module):
+def test_build_order_false_leaves_the_dkms_conf_files_alone(tmp_path, monkeypatch, run_module):
     host = FakeHost(tmp_path, monkeypatch)
     healthy(host)
     result = run_module(gpudirect_dkms, host.args(build_order=False))
     assert result["changed"] is False and result["build_order"] == []
-    assert not os.path.exists(os.path.join(host.root, "etc", "dkms"))
+    assert conf(host, "nvidia") == original("nvidia")
 
 
 def test_build_order_skips_broken_and_unregistered_modules(tmp_path, monkeypatch, run_module):
@@ -745,14 +749,13 @@ def test_build_order_skips_broken_and_unregistered_modules(tmp_path, monkeypatch
     os.remove(os.path.join(host.tree, "nvidia", NV_V, "source"))   # broken: its source is gone
     result = run_module(gpudirect_dkms, host.args(build_order=True, kernels=[OLD]))
     assert bash_array(host, "gdrdrv") == (["mlnx-ofed-kernel"], "")
-    assert conf(host, "nvidia") is None
     assert [r["module"] for r in result["build_order"]] == ["mlnx-ofed-kernel", "gdrdrv"]
 
 
-def test_an_unreadable_override_file_names_the_path_and_the_knob(tmp_path, monkeypatch, run_module):
+def test_an_unreadable_dkms_conf_names_the_path_and_the_knob(tmp_path, monkeypatch, run_module):
     host = FakeHost(tmp_path, monkeypatch)
     healthy(host)
-    os.makedirs(os.path.join(host.root, "etc", "dkms", "nvidia.conf"))   # not a file
+    os.remove(os.path.join(host.src, "nvidia-%s" % NV_V, "dkms.conf"))
     result = run_module(gpudirect_dkms, host.args(build_order=True))
     assert result["failed"] is True
-    assert "etc/dkms/nvidia.conf" in result["msg"] and "gpudirect_dkms_build_order" in result["msg"]
+    assert "nvidia-%s/dkms.conf" % NV_V in result["msg"] and "gpudirect_dkms_build_order" in result["msg"]

@@ -31,8 +31,7 @@ def converged_node(base):
     t.write("etc/modules-load.d/gpudirect-nvidia-peermem.conf", "nvidia_peermem\n")
     t.write("etc/apt/sources.list.d/doca.list", "deb [signed-by=/etc/apt/keyrings/mellanox-doca.asc] http://m/ ./\n")
     t.write("etc/security/limits.d/90-gpudirect-memlock.conf", "* - memlock unlimited\n")
-    t.write("etc/dkms/nvidia.conf", "# BEGIN gpudirect_dkms build order\nBUILD_DEPENDS=(\"mlnx-ofed-kernel\")\n"
-            "# END gpudirect_dkms build order\n")
+    t.write("etc/dkms/framework.conf", "sign_tool=\"/etc/dkms/sign_helper.sh\"\n")
     t.write("var/lib/dkms/nvidia/570.1/6.1.0-18-amd64/x86_64/module/nvidia.ko.xz", "ko")
     t.write("var/lib/dkms/nvidia/570.1/build/make.log", "log")
     t.write("lib/modules/6.1.0-18-amd64/updates/dkms/nvidia.ko.xz", "ko")
@@ -87,9 +86,9 @@ def _remove_config(t):
     os.remove(t.abs("etc/security/limits.d/90-gpudirect-memlock.conf"))
 
 
-def _dkms_build_order_dropped(t):
-    # an admin (or a package) writes its own /etc/dkms/nvidia.conf over gpudirect_dkms's
-    # BUILD_DEPENDS block: DKMS autoinstall would build nvidia before OFED again
+def _dkms_override_added(t):
+    # an admin adds a per-module override (DKMS reads /etc/dkms/NAME.conf for every command
+    # given -m NAME): configuration of the chain's builds, like framework.conf
     t.write("etc/dkms/nvidia.conf", "# site override\n")
 
 
@@ -159,7 +158,7 @@ def _peermem_path_gone(t):
 DRIFT = [
     (_edit_config, "configuration files changed: /etc/modprobe.d/gpudirect-blacklist-nouveau.conf"),
     (_remove_config, "configuration files changed: /etc/security/limits.d/90-gpudirect-memlock.conf"),
-    (_dkms_build_order_dropped, "configuration files changed: /etc/dkms/nvidia.conf"),
+    (_dkms_override_added, "configuration files changed: /etc/dkms/nvidia.conf"),
     (_new_kernel_running, "running kernel: 6.1.0-18-amd64 -> 6.1.0-20-amd64"),
     (_new_default_kernel, "default boot kernel: 6.1.0-18-amd64 -> 6.1.0-20-amd64"),
     (_package_change, "installed packages (package database) changed"),
