@@ -595,11 +595,10 @@ def order_block(depends, rebuild):
 
 
 def with_block(text, block):
-    """``text`` (a file's content, None when absent) with the managed block replaced by ``block``
-    (appended when there was none, dropped when ``block`` is empty); None when nothing is left."""
-    lines = (text or "").splitlines()
+    """``text`` (a dkms.conf) with the managed block replaced by ``block`` (appended where there
+    was none, dropped when ``block`` is empty)."""
     kept, inside, at = [], False, None
-    for line in lines:
+    for line in text.splitlines():
         if line.strip() == ORDER_BEGIN:
             inside, at = True, len(kept)
             continue
@@ -610,10 +609,7 @@ def with_block(text, block):
         kept.append(line)
     if at is None:
         at = len(kept)
-    new = kept[:at] + block + kept[at:]
-    if not any(line.strip() for line in new):
-        return None
-    return "\n".join(new) + "\n"
+    return "\n".join(kept[:at] + block + kept[at:]) + "\n"
 
 
 def chain_order(chain, registered):
@@ -801,7 +797,7 @@ class DkmsChain(object):
         mode = os.stat(path).st_mode & 0o7777
         tmp = path + ".gpudirect-tmp"
         with open(tmp, "w") as f:
-            f.write(text or "")
+            f.write(text)
         os.chmod(tmp, mode)
         self.module.atomic_move(tmp, path)
 
