@@ -136,6 +136,13 @@ def role_tasks_play(role, tasks_from, then=""):
             "        tasks_from: %s\n" % (role, tasks_from, tasks_from, role, tasks_from)) + then
 
 
+def playbook_env(tmp_path, **extra):
+    """The environment of an ansible-playbook run of the tests: the project's ansible.cfg, no
+    colour, the default output only, the run's temporary files under tmp_path; plus ``extra``."""
+    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), **extra)
+
+
 def play_on_localhost(tmp_path, playbook_text, extra, check=False, diff=False, env_extra=None):
     """Run playbook_text on this machine (inventory localhost, local connection, this
     Python) with the project's ansible.cfg and roles, extra as one JSON extra-vars;
@@ -181,8 +188,7 @@ def kernel_update_on_localhost(tmp_path, gpu_b_vars, *extra):
             # the run (never the machine's /var/lib/gpudirect/left-drained.json)
             gpudirect_drain_left_drained_file: %s/{{ inventory_hostname }}.json
         """ % (json.dumps(gpu_b_vars), sys.executable, notes)))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    env = playbook_env(tmp_path)
     try:
         return subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
                                os.path.join(ROOT, "playbooks", "kernel_update.yml")] + list(extra),

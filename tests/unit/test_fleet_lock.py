@@ -18,7 +18,7 @@ import time
 import pytest
 
 import gpudirect_fleet_lock as fleet
-from conftest import ROOT, argument_spec_of
+from conftest import ROOT, argument_spec_of, playbook_env
 
 HERE = socket.gethostname()
 
@@ -166,8 +166,7 @@ def test_site_yml_stops_at_its_first_play_when_another_campaign_holds_a_node(tmp
     inv = tmp_path / "inv" / "hosts.yml"
     inv.write_text(SITE_HOSTS % sys.executable)
     entry(tmp_path / "inv" / ".fleet-lock", "20261127T090000Z-77", ["gpu-b", "gpu-z"], other_campaign)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    env = playbook_env(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
                            os.path.join(ROOT, "site.yml")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT
+from conftest import ROOT, playbook_env
 
 PLAY = """---
 - name: The helper on every node
@@ -56,10 +56,8 @@ def run(tmp_path, check=False, fail=False):
     fake.mkdir(exist_ok=True)
     (fake / "cc").write_text(FAKE_CC)
     (fake / "cc").chmod(0o755)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               PATH="%s:%s" % (fake, os.environ["PATH"]), FAKE_CC_LOG=str(tmp_path / "cc.log"),
-               FAKE_CC_FAIL="1" if fail else "")
+    env = playbook_env(tmp_path, PATH="%s:%s" % (fake, os.environ["PATH"]), FAKE_CC_LOG=str(tmp_path / "cc.log"),
+                       FAKE_CC_FAIL="1" if fail else "")
     # each node's own helper directory: an extra var (role vars beat inventory vars), templated per host
     argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv), str(tmp_path / "play.yml"),
             "-e", "__gpudirect_verify_helper_dir=%s/{{ inventory_hostname }}" % nodes]

@@ -1108,7 +1108,7 @@ def _role(tmp_path, tree, what, *extra):
     import json
     import subprocess
     import sys
-    from conftest import ROOT
+    from conftest import ROOT, playbook_env
     etc = tmp_path / "etc"
     play, inventory, plan_out = tmp_path / "play.yml", tmp_path / "hosts.yml", tmp_path / "plan.json"
     play.write_text(ROLE_PLAY)
@@ -1121,8 +1121,7 @@ def _role(tmp_path, tree, what, *extra):
                   "ansible_facts": {"os_family": "Debian", "kernel": "6.12.0"}}
     if plan_out.exists():
         plan_out.unlink()
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.default", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    env = playbook_env(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inventory), str(play),
                            "-e", json.dumps(extra_vars)] + list(extra), cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
