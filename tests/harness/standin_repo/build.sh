@@ -7,8 +7,10 @@
 #     www/                           document root that serve.sh serves
 #       public/repo/doca/GPG-KEY-Mellanox.pub               (ASCII key, as the real site)
 #       public/repo/doca/<doca-ver>/debian12/x86_64/        flat repo: ./  (InRelease, Release[.gpg], Packages[.gz], *.deb)
+#       public/repo/doca/<doca-ver>/debian12/arm64-sbsa/    the same packages, Architecture: arm64
 #       public/repo/mlnx_ofed/<ofed-ver>/debian12.5/x86_64/ flat repo: ./
 #       compute/cuda/repos/debian12/x86_64/                 flat repo: /   (+ <keyid>.pub, as the real site)
+#       compute/cuda/repos/debian12/sbsa/                   the same packages, Architecture: arm64 (+ <keyid>.pub)
 #       keys/{doca,cuda}-archive-keyring.{gpg,asc,fpr}      binary + ASCII public keys, fingerprint
 #     keys/                          same public keys, for file:// use
 #     repo.env                       shell variables: paths, key ids, versions
@@ -44,6 +46,13 @@ MLNX_OFED_RELEASES=("24.10-1.1.4.0")
 # NVIDIA driver versions, all in the one CUDA repo (as upstream)
 NVIDIA_VERSIONS=("580.95.05" "580.105.08")
 NVIDIA_BRANCH=580
+# NVLSM (NVLink subnet manager) has its own version scheme; the real binary reports
+# "OpenSM 2025.06.5_eb3b4ba_df9bb3c_ae214d2". The package version is the stand-in's shape.
+NVLSM_VERSION=2025.06.5
+NVLSM_VERSION_STRING=2025.06.5_eb3b4ba_df9bb3c_ae214d2
+# the R570 data-centre release: the pre-580 package names (nvidia-fabricmanager-570,
+# nvidia-imex-570) are built at this version, for their names and version shape only
+NVIDIA_570_VERSION=570.133.20
 CUDA_VERSION_FOR_DRIVER=13.0
 # GDRCopy release in the CUDA repository stand-in (a real release: NVIDIA publishes
 # gdrdrv-dkms_2.5.1-1, libgdrapi_2.5.1-1, gdrcopy-tests_2.5.1-1, gdrcopy_2.5.1-1 under
@@ -106,7 +115,20 @@ new_pkg() {
   echo "$root"
 }
 
+# arm_dest DESTDIR: the Arm server (SBSA) tree next to an x86_64 one, named as NVIDIA names
+# it: CUDA <distro>/sbsa/, DOCA <release>/<distro>/arm64-sbsa/. Empty for MLNX_OFED, which
+# the stand-in serves for x86_64 only.
+arm_dest() {
+  case $1 in
+    */compute/cuda/repos/*/x86_64) echo "${1%/x86_64}/sbsa" ;;
+    */public/repo/doca/*/x86_64) echo "${1%/x86_64}/arm64-sbsa" ;;
+  esac
+}
+
 # finish_pkg ROOT DESTDIR "control fields (after Package/Version/Arch)" DESCRIPTION
+# An amd64 package built into an x86_64 tree that has an arm64 twin (arm_dest) is built a
+# second time from the same files with Architecture: arm64 (the userland stand-ins are shell
+# or python scripts, the DKMS packages carry sources); an "all" package is copied there.
 finish_pkg() {
   local root=$1 dest=$2 fields=$3 desc=$4 base name version arch
   base=$(basename "$root"); name=${base%%_*}; version=${base#*_}; version=${version%_*}; arch=${base##*_}
@@ -130,7 +152,31 @@ finish_pkg() {
   find "$root" -path "$root/DEBIAN" -prune -o -type d -exec chmod 755 {} +
   for s in postinst prerm postrm preinst; do [[ -f "$root/DEBIAN/$s" ]] && chmod 755 "$root/DEBIAN/$s"; done
   mkdir -p "$dest"
-  dpkg-deb --root-owner-group -Zgzip --build "$root" "$dest/${name}_${version}_${arch}.deb" >/dev/null
+  deb_build "$root" "$dest/${name}_${version}_${arch}.deb"
+  local arm; arm=$(arm_dest "$dest")
+  [[ -n $arm ]] || return 0
+  mkdir -p "$arm"
+  case $arch in
+    all) deb_build "$root" "$arm/${name}_${version}_all.deb" ;;
+    amd64)
+      # a linked copy whose control file is replaced (sed -i writes a new file)
+      cp -al "$root" "$root.arm64"
+      sed -i 's/^Architecture: amd64$/Architecture: arm64/' "$root.arm64/DEBIAN/control"
+      deb_build "$root.arm64" "$arm/${name}_${version}_arm64.deb" ;;
+  esac
+}
+
+# deb_build ROOT OUT.deb: dpkg-deb in the background (the staging tree is not touched after
+# finish_pkg); wait_debs waits for all of them before the repositories are indexed.
+DEB_PIDS=()
+deb_build() {
+  dpkg-deb --root-owner-group -Zgzip --build "$1" "$2" >/dev/null &
+  DEB_PIDS+=("$!")
+}
+wait_debs() {
+  local p
+  for p in "${DEB_PIDS[@]}"; do wait "$p" || die "dpkg-deb failed (see above)"; done
+  DEB_PIDS=()
 }
 
 # dkms_maintscripts ROOT DKMS_NAME DKMS_VERSION   (what dh_dkms generates)
@@ -168,8 +214,9 @@ exit 0
 EOF
 }
 
-sign_flat_repo() {   # sign_flat_repo DIR KEYID ORIGIN LABEL SUITE
-  local dir=$1 keyid=$2 origin=$3 label=$4 suite=$5
+sign_flat_repo() {   # sign_flat_repo DIR KEYID ORIGIN LABEL SUITE [DEB_ARCH]
+  local dir=$1 keyid=$2 origin=$3 label=$4 suite=$5 debarch=${6:-amd64}
+  wait_debs
   (
     cd "$dir"
     apt-ftparchive packages . > Packages
@@ -177,7 +224,7 @@ sign_flat_repo() {   # sign_flat_repo DIR KEYID ORIGIN LABEL SUITE
     apt-ftparchive \
       -o APT::FTPArchive::Release::Origin="$origin" \
       -o APT::FTPArchive::Release::Label="$label" \
-      -o APT::FTPArchive::Release::Architectures="amd64 all" \
+      -o APT::FTPArchive::Release::Architectures="$debarch all" \
       -o APT::FTPArchive::Release::Description="STAND-IN for the vendor repository (gpudirect-rdma test harness)" \
       release . > Release.tmp
     mv Release.tmp Release
@@ -303,6 +350,7 @@ for rel in "${DOCA_RELEASES[@]}"; do
   d="$www/public/repo/doca/$doca/debian12/x86_64"
   build_ofed_repo "$d" doca "$ofed" "$doca"
   sign_flat_repo "$d" "$DOCA_FPR" "Mellanox" "DOCA $doca (gpudirect-rdma stand-in)" "./"
+  sign_flat_repo "$(arm_dest "$d")" "$DOCA_FPR" "Mellanox" "DOCA $doca arm64-sbsa (gpudirect-rdma stand-in)" "./" arm64
 done
 for ofed in "${MLNX_OFED_RELEASES[@]}"; do
   d="$www/public/repo/mlnx_ofed/$ofed/debian12.5/x86_64"
@@ -355,6 +403,26 @@ ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.
 WantedBy=multi-user.target
 EOF
   finish_pkg "$r" "$cuda" "$fields" "$name $ver: fabric manager for NVSwitch based systems"
+}
+# imex_pkg NAME DRIVER_VERSION: the IMEX daemon and nvidia-imex-ctl (src/nvidia/imex/), with
+# the real package's files: /etc/nvidia-imex/config.cfg, the unit (not enabled by the
+# package), /usr/bin/nvidia-imex, /usr/bin/nvidia-imex-ctl, /usr/share/doc/nvidia-imex/.
+# The node list (/etc/nvidia-imex/nodes_config.cfg) is the administrator's: not shipped.
+imex_pkg() {
+  local name=$1 ver=$2 r f
+  r=$(new_pkg "$name" "$ver-1" amd64)
+  mkdir -p "$r/usr/bin" "$r/lib/systemd/system" "$r/etc/nvidia-imex" "$r/usr/share/doc/nvidia-imex" \
+    "$r/usr/share/nvidia-imex-standin"
+  for f in nvidia-imex nvidia-imex-ctl; do
+    sed "s/@VERSION@/$ver/g" "$here/src/nvidia/imex/$f" > "$r/usr/bin/$f"
+    chmod 755 "$r/usr/bin/$f"
+  done
+  install -m 644 "$here/src/nvidia/imex/imex_common.sh" "$r/usr/share/nvidia-imex-standin/"
+  install -m 644 "$here/src/nvidia/imex/config.cfg" "$r/etc/nvidia-imex/config.cfg"
+  install -m 644 "$here/src/nvidia/imex/nvidia-imex.service" "$r/lib/systemd/system/"
+  echo "STAND-IN: IMEX $ver imitation (gpudirect-rdma tests/harness/standin_repo), not NVIDIA's software." \
+    > "$r/usr/share/doc/nvidia-imex/README.standin"
+  finish_pkg "$r" "$cuda" "" "$name $ver: IMEX daemon and nvidia-imex-ctl"
 }
 
 for v in "${NVIDIA_VERSIONS[@]}"; do
@@ -429,6 +497,8 @@ EOF
   r=$(new_pkg "cuda-drivers-fabricmanager-$NVIDIA_BRANCH" "$pv" amd64)
   finish_pkg "$r" "$cuda" "Depends: nvidia-fabricmanager (= $pv)" \
     "cuda-drivers-fabricmanager-$NVIDIA_BRANCH metapackage $v"
+  # IMEX from branch 580: nvidia-imex at the driver version (nvidia-imex=580.95.05-1)
+  imex_pkg nvidia-imex "$v"
 done
 # ---- GDRCopy ---------------------------------------------------------------------
 # NVIDIA's Debian/Ubuntu package names (NVIDIA/gdrcopy packages/: dkms/debian/control
@@ -468,9 +538,31 @@ finish_pkg "$r" "$cuda" "Depends: gdrdrv-dkms (= $gv), libgdrapi (= $gv), gdrcop
 
 # Before 580 the Debian/Ubuntu package carries the branch in its name (real version of the
 # R570 data-centre release 570.133.20); no 570 driver is built, it is here for its name.
-fabricmanager_pkg nvidia-fabricmanager-570 570.133.20 ""
+fabricmanager_pkg nvidia-fabricmanager-570 "$NVIDIA_570_VERSION" ""
+imex_pkg nvidia-imex-570 "$NVIDIA_570_VERSION"
+
+# ---- NVLSM ---------------------------------------------------------------------------
+# nvlsm: its own version, no version lock to the driver (no nvidia-* name, no = dependency).
+# Files as in NVIDIA's nvlsm archive: /opt/nvidia/nvlsm/{sbin/nvlsm,lib/libgrpc_mgr.so} and
+# /usr/share/nvidia/nvlsm/*.conf; the fabric manager's start script runs it (no unit).
+log "NVLSM $NVLSM_VERSION -> $cuda"
+r=$(new_pkg nvlsm "$NVLSM_VERSION-1" amd64)
+mkdir -p "$r/opt/nvidia/nvlsm/sbin" "$r/opt/nvidia/nvlsm/lib" "$r/usr/share/nvidia/nvlsm"
+sed -e "s/@VERSION_STRING@/$NVLSM_VERSION_STRING/g" -e "s/@VERSION@/$NVLSM_VERSION/g" \
+  "$here/src/nvidia/nvlsm/nvlsm" > "$r/opt/nvidia/nvlsm/sbin/nvlsm"
+chmod 755 "$r/opt/nvidia/nvlsm/sbin/nvlsm"
+# placeholder: the stand-in ships no library
+echo "STAND-IN: placeholder, not a shared library" > "$r/opt/nvidia/nvlsm/lib/libgrpc_mgr.so"
+for f in nvlsm.conf grpc_mgr.conf device_configuration.conf; do
+  install -m 644 "$here/src/nvidia/nvlsm/$f" "$r/usr/share/nvidia/nvlsm/$f"
+done
+finish_pkg "$r" "$cuda" "" "nvlsm $NVLSM_VERSION: NVLink subnet manager (OpenSM $NVLSM_VERSION_STRING)"
+
+cuda_arm=$(arm_dest "$cuda")
 sign_flat_repo "$cuda" "$CUDA_FPR" "NVIDIA" "NVIDIA CUDA (gpudirect-rdma stand-in)" "/"
+sign_flat_repo "$cuda_arm" "$CUDA_FPR" "NVIDIA" "NVIDIA CUDA sbsa (gpudirect-rdma stand-in)" "/" arm64
 cp "$work/keys/cuda-archive-keyring.asc" "$cuda/$CUDA_KEY_FILE"
+cp "$work/keys/cuda-archive-keyring.asc" "$cuda_arm/$CUDA_KEY_FILE"
 
 # ---- metadata ----------------------------------------------------------------------
 {
@@ -491,6 +583,7 @@ STANDIN_WWW=$out/www
 STANDIN_DOCA_VERSIONS="$(for r in "${DOCA_RELEASES[@]}"; do echo -n "${r%% *} "; done | sed 's/ $//')"
 STANDIN_DOCA_OFED_VERSIONS="$(for r in "${DOCA_RELEASES[@]}"; do echo -n "${r##* } "; done | sed 's/ $//')"
 STANDIN_DOCA_REPO_PATH_TEMPLATE=public/repo/doca/{doca_version}/debian12/x86_64/
+STANDIN_DOCA_REPO_PATH_TEMPLATE_ARM64=public/repo/doca/{doca_version}/debian12/arm64-sbsa/
 STANDIN_DOCA_SUITE=./
 STANDIN_DOCA_KEY_PATH=public/repo/doca/GPG-KEY-Mellanox.pub
 STANDIN_DOCA_KEY_FPR=$DOCA_FPR
@@ -500,6 +593,9 @@ STANDIN_MLNX_OFED_KEY_PATH=public/repo/mlnx_ofed/GPG-KEY-Mellanox.pub
 STANDIN_NVIDIA_VERSIONS="${NVIDIA_VERSIONS[*]}"
 STANDIN_GDRCOPY_VERSION=$GDRCOPY_VERSION
 STANDIN_CUDA_REPO_PATH=compute/cuda/repos/debian12/x86_64/
+STANDIN_CUDA_REPO_PATH_SBSA=compute/cuda/repos/debian12/sbsa/
+STANDIN_NVLSM_VERSION=$NVLSM_VERSION
+STANDIN_NVIDIA_570_VERSION=$NVIDIA_570_VERSION
 STANDIN_CUDA_SUITE=/
 STANDIN_CUDA_KEY_PATH=compute/cuda/repos/debian12/x86_64/$CUDA_KEY_FILE
 STANDIN_CUDA_KEY_FPR=$CUDA_FPR

@@ -20,11 +20,18 @@
 #include "nv-p2p.h"
 #include "nv_standin_version.h"
 
+/* the machine name as uname -m prints it, as in the real line (aarch64 on Grace) */
+#if defined(__aarch64__)
+#define NV_ARCH_NAME "aarch64"
+#else
+#define NV_ARCH_NAME "x86_64"
+#endif
+
 #ifdef NV_STANDIN_PROPRIETARY
-#define NV_VERSION_LINE "NVIDIA UNIX x86_64 Kernel Module  " NV_VERSION_STRING "  " NV_BUILD_DATE
+#define NV_VERSION_LINE "NVIDIA UNIX " NV_ARCH_NAME " Kernel Module  " NV_VERSION_STRING "  " NV_BUILD_DATE
 MODULE_LICENSE("NVIDIA");
 #else
-#define NV_VERSION_LINE "NVIDIA UNIX Open Kernel Module for x86_64  " NV_VERSION_STRING "  Release Build  (" NV_BUILD_USER ")  " NV_BUILD_DATE
+#define NV_VERSION_LINE "NVIDIA UNIX Open Kernel Module for " NV_ARCH_NAME "  " NV_VERSION_STRING "  Release Build  (" NV_BUILD_USER ")  " NV_BUILD_DATE
 MODULE_LICENSE("Dual MIT/GPL");
 #endif
 MODULE_DESCRIPTION("STAND-IN for the NVIDIA GPU kernel module (no hardware access)");
