@@ -40,6 +40,15 @@ description:
     or user space) unless I(force=true).
   - The change lasts until the next reboot, when the kernel programs ACS again. The C(pcie_acs) role
     installs a boot-time unit that re-applies the same selection.
+  - Direct-NIC platforms (ConnectX-8 built-in PCIe switch ports 15b3:197c/15b3:1979, the ConnectX-8 DMA Direct
+    function 15b3:2100, NVIDIA Grace root ports 10de:22b1/22b2/22b8, Vera root ports 10de:2f95/2f96; the ids
+    of rdma-core's C(kernel-boot/rdma_topo)) need asymmetric ACS per bridge, not 0. With I(direct_nic=auto)
+    the module finds them, runs rdma-core's C(rdma_topo check) and C(rdma_topo write-grub-acs --dry-run)
+    (read-only, also in check mode), returns the C(pci=config_acs=) value rdma_topo computes in
+    C(direct_nic.config_acs) and C(kernel_param.direct_nic_config_acs), and leaves the bridges rdma_topo
+    sets out of its own selection. It never writes their registers; the kernel sets them at boot.
+  - With I(state=disabled), a direct-NIC platform without rdma_topo fails before any change, naming the
+    devices and the rdma-core release needed (rdma_topo first shipped in rdma-core 61.0).
 version_added: "1.0.0"
 author:
   - GPUDirect RDMA toolkit maintainers
@@ -119,6 +128,21 @@ options:
         peers behind the same bridges.
     type: bool
     default: false
+  direct_nic:
+    description:
+      - C(auto) where a device rdma_topo knows as direct-NIC is present, ask rdma_topo (see the description);
+        elsewhere nothing changes.
+      - C(rdma_topo) ask rdma_topo on every host; fail when it is missing or finds no supported topology.
+      - C(skip) never run rdma_topo; direct-NIC devices are only reported (with a warning), and bridges of
+        the selection are cleared to 0 as on any other platform.
+    type: str
+    choices: [auto, rdma_topo, skip]
+    default: auto
+  rdma_topo:
+    description:
+      - Path of rdma-core's C(rdma_topo). Unset, C(/usr/sbin/rdma_topo) (where rdma-core's packages install it),
+        C(/sbin/rdma_topo), C(/usr/local/sbin/rdma_topo) and then PATH are tried.
+    type: path
   root:
     description:
       - Directory holding the C(sys/) tree. Leave at C(/) on a live host; point it at a captured
@@ -168,6 +192,13 @@ EXAMPLES = r"""
   pcie_acs:
     state: enabled
   become: true
+
+- name: On a ConnectX-8 / Grace direct-NIC host, get the pci=config_acs value rdma_topo computes
+  pcie_acs:
+    mode: plx
+    direct_nic: auto
+  become: true
+  register: acs
 
 - name: Report ACS on every bridge, change nothing
   pcie_acs:
@@ -338,6 +369,65 @@ kernel_param:
         CmpltRedir and EgressCtrl).
       type: str
       sample: "0000:02:08.0;0000:02:10.0"
+    direct_nic_config_acs:
+      description: The C(pci=config_acs=) value rdma_topo computes for a direct-NIC platform (C(direct_nic.config_acs));
+        empty when there is none or rdma_topo wants only the kernel's default ACS.
+      type: str
+      sample: "xx111x0@0008:00:00.0;xx110x1@0008:02:00.0;xx101x1@0008:02:01.0"
+direct_nic:
+  description: Direct-NIC platform handling (I(direct_nic)).
+  returned: always
+  type: dict
+  contains:
+    choice:
+      description: I(direct_nic).
+      type: str
+      sample: auto
+    platform:
+      description: Whether a device rdma_topo knows as direct-NIC was found.
+      type: bool
+      sample: true
+    devices:
+      description: Those devices (C(address), C(ids), C(type) as rdma_topo names it, C(name), C(since) the first
+        rdma-core release whose rdma_topo knows the id).
+      type: list
+      elements: dict
+      sample: [{"address": "0008:02:00.0", "ids": "15b3:197c", "type": "cx_switch",
+                "name": "ConnectX built-in PCIe switch port", "since": "61.0"}]
+    ids_source:
+      description: Where the device ids come from.
+      type: str
+      sample: rdma-core kernel-boot/rdma_topo (pci_device_types)
+    rdma_topo:
+      description: Path of the rdma_topo that ran; null when it did not run.
+      type: str
+      sample: /usr/sbin/rdma_topo
+    supported:
+      description: Whether rdma_topo found a topology it supports; null when it did not run.
+      type: bool
+      sample: true
+    config_acs:
+      description: The C(pci=config_acs=) value of C(rdma_topo write-grub-acs --dry-run), without quotes.
+      type: str
+      sample: "xx111x0@0008:00:00.0;xx110x1@0008:02:00.0;xx101x1@0008:02:01.0"
+    entries:
+      description: Its entries, C(flags) (bit 6 first; 0/1 force, x leave) and C(address).
+      type: list
+      elements: dict
+      sample: [{"flags": "xx110x1", "address": "0008:02:00.0"}]
+    managed:
+      description: Bridges whose ACS rdma_topo decides; left out of this module's selection (C(skipped_bridges)
+        reason C(ACS set by rdma_topo at boot (direct-NIC platform))).
+      type: list
+      elements: str
+      sample: ["0008:00:00.0", "0008:02:00.0", "0008:02:01.0"]
+    check:
+      description: C(rdma_topo check) read back (C(supported), C(topology), C(acs) per bridge with C(ok), C(current),
+        C(required), C(checks), C(failed), C(errors)); null when it did not run. C(failed) is not empty until the
+        host has booted with the kernel argument.
+      type: dict
+      sample: {"topology": "ConnectX DMA functions", "failed": ["ACS for cx_switch 0008:02:00.0 has incorrect values
+        0011101 != xx110x1, (0x1d != 0x19)"]}
 changes:
   description: One sentence per bridge whose ACS Control changed (in check mode, would change), with the
     before and after values; empty when every selected bridge already holds its target value. The
@@ -375,8 +465,11 @@ msg:
   sample: "ACS cleared on 3 of 3 bridges with ACS (4 selected); 1 without ACS capability"
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_pcie_acs import DEFAULT_ACS_CTL, AcsError, run
+from ansible.module_utils.gpudirect_pcie_acs import DEFAULT_ACS_CTL, DIRECT_NIC_CHOICES, AcsError, run
+from ansible.module_utils.gpudirect_rdma_topo import RDMA_TOPO_PATHS
 
 
 def main():
@@ -391,12 +484,26 @@ def main():
             state=dict(type="str", default="disabled", choices=["disabled", "enabled", "query"]),
             acs_ctl=dict(type="int", default=DEFAULT_ACS_CTL),
             force=dict(type="bool", default=False),
+            direct_nic=dict(type="str", default="auto", choices=list(DIRECT_NIC_CHOICES)),
+            rdma_topo=dict(type="path"),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
     )
+
+    def run_command(argv, environ_update):
+        # read-only rdma_topo subcommands, list form, no shell
+        return module.run_command(argv, environ_update=environ_update, check_rc=False)
+
+    def find_tool():
+        for path in RDMA_TOPO_PATHS:
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+        return module.get_bin_path("rdma_topo")
+
     try:
-        result = run(module.params, module.check_mode, module.warn, diff=module._diff)
+        result = run(module.params, module.check_mode, module.warn, diff=module._diff, run_command=run_command,
+                     find_tool=find_tool)
     except AcsError as exc:
         details = dict(exc.details)
         details.setdefault("changed", False)

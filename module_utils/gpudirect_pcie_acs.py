@@ -16,6 +16,15 @@ import os
 import re
 import struct
 
+from ansible.module_utils.gpudirect_rdma_topo import (
+    DIRECT_NIC_IDS_SOURCE,
+    RDMA_TOPO_PATHS,
+    RdmaTopoError,
+    direct_nic_devices,
+    needed_release,
+    parse_check,
+    parse_grub_acs,
+)
 from ansible.module_utils.gpudirect_pci import (
     EXT_NOT_READABLE,
     acs_info,
@@ -420,6 +429,85 @@ def acs_diff(bridges, unknown):
 
 
 # --------------------------------------------------------------------------
+# direct-NIC platforms: rdma-core's rdma_topo decides their ACS
+# --------------------------------------------------------------------------
+
+DIRECT_NIC_CHOICES = ("auto", "rdma_topo", "skip")
+MANAGED_BY_RDMA_TOPO = "ACS set by rdma_topo at boot (direct-NIC platform)"
+
+
+def _device_list(devices):
+    return ", ".join("%s %s (%s)" % (d["address"], d["ids"], d["name"]) for d in devices)
+
+
+def direct_nic_report(functions, choice, state, root, tool, run_command):
+    """What rdma_topo says about this host's direct-NIC ACS, as the module's ``direct_nic`` result.
+    Runs only its read-only subcommands (``check``, ``write-grub-acs --dry-run``) through
+    ``run_command(argv, environ_update) -> (rc, out, err)``. ``tool`` is rdma_topo's path or None.
+    Raises AcsError, before anything is written, where the platform is direct-NIC and rdma_topo is
+    missing or its output cannot be read."""
+    devices = direct_nic_devices(functions)
+    report = {"choice": choice, "platform": bool(devices), "devices": devices, "ids_source": DIRECT_NIC_IDS_SOURCE,
+              "rdma_topo": None, "supported": None, "config_acs": "", "entries": [], "managed": [],
+              "check": None}
+    if choice == "skip" or (choice == "auto" and not devices):
+        return report
+    if tool is None:
+        if state != "disabled":
+            return report
+        found = ("the direct-NIC device(s) %s (ids from %s)" % (_device_list(devices), DIRECT_NIC_IDS_SOURCE)
+                 if devices else "no device this toolkit knows as direct-NIC, but direct_nic is rdma_topo")
+        raise AcsError(
+            "refusing to guess the ACS of a direct-NIC platform: found %s. Their ACS must be set asymmetrically "
+            "per bridge (not cleared to 0), which rdma-core's rdma_topo computes, and rdma_topo is not installed "
+            "(looked for %s and in PATH). Install rdma-core %s or later (package rdma-core; rdma_topo first "
+            "shipped in 61.0, ConnectX switch-only (inline) platforms need 64.0) and run again, or set "
+            "pcie_acs_direct_nic: skip (module: direct_nic=skip) to leave these bridges' ACS to the kernel and "
+            "firmware. Nothing was changed." % (found, ", ".join(RDMA_TOPO_PATHS), needed_release(devices)),
+            direct_nic=report)
+    report["rdma_topo"] = tool
+    environ = {"RDMA_TOPO_DEVDIR": os.path.join(root, "sys", "bus", "pci", "devices") + "/"} if root != "/" else {}
+    outputs = {}
+    for name, argv in (("check", [tool, "check"]), ("write-grub-acs", [tool, "write-grub-acs", "--dry-run"])):
+        try:
+            rc, out, err = run_command(argv, environ)
+        except (OSError, IOError) as exc:
+            raise AcsError("could not run %s: %s. Check that rdma-core's rdma_topo is intact (it needs python3), or set "
+                           "pcie_acs_direct_nic: skip. Nothing was changed." % (" ".join(argv), exc), direct_nic=report)
+        outputs[name] = (rc, out, err)
+    try:
+        grub = parse_grub_acs(outputs["write-grub-acs"][1], outputs["write-grub-acs"][0])
+        check = parse_check(outputs["check"][1], outputs["check"][0])
+    except RdmaTopoError as exc:
+        stderr = " ".join(e.strip() for _rc, _out, e in outputs.values() if e and e.strip())
+        raise AcsError("%s%s. The toolkit does not guess a direct-NIC platform's ACS: fix what rdma_topo reports "
+                       "(or report it to rdma-core if the platform is a production one), or set pcie_acs_direct_nic: "
+                       "skip. Nothing was changed." % (exc, "; stderr: %s" % stderr[:500] if stderr else ""),
+                       direct_nic=report)
+    report.update(supported=grub["supported"], config_acs=grub["config_acs"], entries=grub["entries"], check=check)
+    if not grub["supported"] and choice == "rdma_topo":
+        raise AcsError("pcie_acs_direct_nic is rdma_topo but %s found no direct-NIC topology it supports on this host "
+                       "(%s). Use auto (rdma_topo only where its device ids are found) or skip. Nothing was changed."
+                       % (tool, "; ".join(check["errors"]) or "no supported topology"), direct_nic=report)
+    managed = set(e["address"] for e in grub["entries"]) | set(a["address"] for a in check["acs"])
+    report["managed"] = sorted(managed, key=pci_address_key)
+    return report
+
+
+def leave_to_rdma_topo(selected, reasons, skipped, managed):
+    """Take the bridges rdma_topo sets out of this module's selection (their ACS is asymmetric,
+    never 0 everywhere); they are reported in skipped_bridges."""
+    keep = []
+    for address in selected:
+        if address in managed:
+            reasons.pop(address, None)
+            skipped.append({"address": address, "reason": MANAGED_BY_RDMA_TOPO})
+        else:
+            keep.append(address)
+    return keep
+
+
+# --------------------------------------------------------------------------
 # plan sentences
 # --------------------------------------------------------------------------
 
@@ -461,8 +549,26 @@ def plan_sentences(bridges, functions):
     return changes, disruption
 
 
-def run(params, check_mode, warn=None, diff=False):
-    """The module's work, independent of AnsibleModule. Returns the result dict or raises AcsError."""
+def _run_command(argv, environ_update):
+    import subprocess
+    env = dict(os.environ)
+    env.update(environ_update)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, universal_newlines=True)
+    out, err = proc.communicate()
+    return proc.returncode, out, err
+
+
+def _find_rdma_topo():
+    for path in RDMA_TOPO_PATHS:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def run(params, check_mode, warn=None, diff=False, run_command=None, find_tool=None):
+    """The module's work, independent of AnsibleModule. Returns the result dict or raises AcsError.
+    ``run_command(argv, environ_update) -> (rc, stdout, stderr)`` and ``find_tool() -> path or None``
+    run and find rdma_topo (the module passes AnsibleModule's run_command and get_bin_path)."""
     root = params["root"] or "/"
     state = params["state"]
     mode = params["mode"]
@@ -490,8 +596,26 @@ def run(params, check_mode, warn=None, diff=False):
         raise AcsError("include: no PCI function %s under %s/sys/bus/pci/devices; check the addresses with "
                        "lspci -D. Nothing was changed." % (", ".join(missing), root.rstrip("/")))
 
+    choice = params.get("direct_nic") or "auto"
+    if choice not in DIRECT_NIC_CHOICES:
+        raise AcsError("direct_nic must be one of %s, not %r (role: pcie_acs_direct_nic). Nothing was changed."
+                       % (", ".join(DIRECT_NIC_CHOICES), choice))
+    tool = params.get("rdma_topo") or None
+    if tool is None and choice != "skip":
+        tool = (find_tool or _find_rdma_topo)()
+    elif tool is not None and not (os.path.isfile(tool) and os.access(tool, os.X_OK)):
+        raise AcsError("rdma_topo: %s is not an executable file; give the path of rdma-core's rdma_topo or leave it "
+                       "empty to look in %s and PATH. Nothing was changed." % (tool, ", ".join(RDMA_TOPO_PATHS)))
+    direct_nic = direct_nic_report(functions, choice, state, root, tool, run_command or _run_command)
+    if choice == "skip" and direct_nic["devices"] and warn:
+        warn("direct_nic is skip: the direct-NIC device(s) %s keep the ACS the kernel and firmware set, except where "
+             "this run's selection clears it to 0, which is not what rdma_topo computes for them"
+             % _device_list(direct_nic["devices"]))
+
     vfio = sorted(vfio_devices(functions), key=pci_address_key)
     selected, reasons, skipped = select(functions, mode, include, exclude, pairs, params["pair_distances"] or [])
+    if direct_nic["managed"]:
+        selected = leave_to_rdma_topo(selected, reasons, skipped, set(direct_nic["managed"]))
     if state == "disabled" and vfio and selected and not params["force"]:
         raise AcsError("refusing to clear ACS: PCI function(s) %s are bound to a vfio driver (passed to virtual "
                        "machines or user space?). Clearing ACS lets peer-to-peer traffic bypass the IOMMU, so those "
@@ -516,7 +640,9 @@ def run(params, check_mode, warn=None, diff=False):
         "kernel_param": {
             "config_acs": ";".join(b["config_acs"] for b in bridges),
             "disable_acs_redir": ";".join(b["address"] for b in bridges),
+            "direct_nic_config_acs": direct_nic["config_acs"],
         },
+        "direct_nic": direct_nic,
         "unknown_bridges": unknown,
         "state": state,
         "mode": mode,
@@ -524,6 +650,11 @@ def run(params, check_mode, warn=None, diff=False):
         "changes": changes,
         "disruption": disruption,
     }
+    if direct_nic["rdma_topo"]:
+        result["msg"] += "; direct-NIC ACS from %s: %s" % (
+            direct_nic["rdma_topo"], ("pci=config_acs=\"%s\" at boot" % direct_nic["config_acs"])
+            if direct_nic["config_acs"] else "the kernel's default (no pci=config_acs needed)"
+            if direct_nic["supported"] else "no supported topology, nothing to set")
     if diff:
         result["diff"] = acs_diff(bridges, unknown)
     return result

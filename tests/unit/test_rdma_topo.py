@@ -8,9 +8,13 @@ import os
 
 import pytest
 
+from ansible.module_utils import basic
+from ansible.module_utils import gpudirect_pcie_acs as acs
 from ansible.module_utils import gpudirect_rdma_topo as topo
 
+import pcie_acs
 from conftest import PROJECT_FIXTURES
+from sysfs_tree import PORT_DOWNSTREAM, PORT_ROOT, PORT_UPSTREAM, SysfsTree
 
 FIXTURES = os.path.join(PROJECT_FIXTURES, "pcie_acs_rdma_topo")
 DMA_CONFIG_ACS = "xx111x0@0008:00:00.0;xx110x1@0008:02:00.0;xx101x1@0008:02:01.0"
@@ -145,3 +149,221 @@ def test_needed_release():
     assert topo.needed_release([{"since": "61.0"}]) == "61.0"
     assert topo.needed_release([{"since": "61.0"}, {"since": "64.0"}]) == "64.0"
     assert topo.needed_release([{"since": "later than 64.0"}]).startswith("a release later than 64.0")
+
+
+# ---------------------------------------------------------------------------
+# the pcie_acs module on a direct-NIC tree
+# ---------------------------------------------------------------------------
+
+def dma_host(tmp_path, plx=True):
+    """The fixtures' Grace + ConnectX-8 DMA complex as a fake sysfs (ACS 0x1d everywhere), plus a PLX
+    switch on an x86-style root port, whose ACS the module keeps clearing to 0 as before."""
+    tree = SysfsTree(tmp_path / "root")
+    tree.add_bridge("0000:00:00.0", vendor=0x10DE, device=0x22B1, acs_ctl=0x1D)
+    tree.add_nic("0000:01:00.0", parent="0000:00:00.0", device=0x1023)
+    tree.add_bridge("0008:00:00.0", host="pci0008:00", vendor=0x10DE, device=0x22B1, acs_ctl=0x1D)
+    tree.add_bridge("0008:01:00.0", parent="0008:00:00.0", vendor=0x15B3, device=0x197C, port_type=PORT_UPSTREAM,
+                    acs_ctl=0x1D)
+    for dsp in ("0008:02:00.0", "0008:02:01.0"):
+        tree.add_bridge(dsp, parent="0008:01:00.0", vendor=0x15B3, device=0x197C, port_type=PORT_DOWNSTREAM,
+                        acs_ctl=0x1D)
+    tree.add_pci("0008:03:00.0", parent="0008:02:00.0", vendor=0x15B3, device=0x2100, pci_class=0x088000)
+    tree.add_bridge("0008:04:00.0", parent="0008:02:01.0", vendor=0x15B3, device=0x197C, port_type=PORT_UPSTREAM,
+                    acs_ctl=0x1D)
+    tree.add_bridge("0008:05:00.0", parent="0008:04:00.0", vendor=0x15B3, device=0x197C, port_type=PORT_DOWNSTREAM,
+                    acs_ctl=0x1D)
+    tree.add_gpu("0008:06:00.0", parent="0008:05:00.0", device=0x2941)
+    if plx:
+        tree.add_bridge("0000:10:00.0", host="pci0000:10", port_type=PORT_ROOT, acs_ctl=0x1D)
+        tree.add_bridge("0000:11:00.0", parent="0000:10:00.0", vendor=0x10B5, device=0x8747, port_type=PORT_UPSTREAM)
+        tree.add_bridge("0000:12:08.0", parent="0000:11:00.0", vendor=0x10B5, device=0x8747,
+                        port_type=PORT_DOWNSTREAM, acs_ctl=0x5D)
+    return tree
+
+
+def fake_rdma_topo(tmp_path, case):
+    """An executable that prints what the real rdma_topo printed for ``case`` (fixtures) and logs its argv."""
+    path = tmp_path / "rdma_topo"
+    path.write_text("""#!/bin/sh
+echo "$* RDMA_TOPO_DEVDIR=$RDMA_TOPO_DEVDIR" >> "%(log)s"
+case "$1" in
+check) name=check ;;
+write-grub-acs) name=write-grub-acs ;;
+*) echo "unexpected $1" >&2; exit 2 ;;
+esac
+cat "%(fixtures)s/%(case)s.$name.out"
+rc=0; [ -f "%(fixtures)s/%(case)s.$name.rc" ] && rc=$(cat "%(fixtures)s/%(case)s.$name.rc")
+exit $rc
+""" % {"log": tmp_path / "calls.log", "fixtures": FIXTURES, "case": case})
+    path.chmod(0o755)
+    return str(path)
+
+
+def calls(tmp_path):
+    log = tmp_path / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def run_acs(tree, check_mode=False, **kwargs):
+    base = dict(mode="plx", include=[], exclude=[], pairs=[], pair_distances=["PIX", "PXB", "PHB"],
+                state="disabled", acs_ctl=0x001D, force=False, root=tree.root, direct_nic="auto", rdma_topo=None)
+    base.update(kwargs)
+    return acs.run(base, check_mode, find_tool=lambda: None)
+
+
+def ctl(tree, address):
+    with open(os.path.join(tree.pci_dirs[address], "config"), "rb") as handle:
+        raw = handle.read()
+    return raw[0x148 + 6] | (raw[0x148 + 7] << 8)
+
+
+def test_direct_nic_devices_found_by_rdma_topos_ids(tmp_path):
+    tree = dma_host(tmp_path)
+    functions = dict((a, acs.Function(tree.root, a)) for a in acs.list_pci_addresses(tree.root))
+    found = topo.direct_nic_devices(functions)
+    assert [(d["address"], d["type"]) for d in found] == [
+        ("0000:00:00.0", "grace_rp"), ("0008:00:00.0", "grace_rp"), ("0008:01:00.0", "cx_switch"),
+        ("0008:02:00.0", "cx_switch"), ("0008:02:01.0", "cx_switch"), ("0008:03:00.0", "cx_dma"),
+        ("0008:04:00.0", "cx_switch"), ("0008:05:00.0", "cx_switch")]
+
+
+def test_missing_rdma_topo_on_a_direct_nic_host_fails_before_any_change(tmp_path):
+    tree = dma_host(tmp_path)
+    with pytest.raises(acs.AcsError) as info:
+        run_acs(tree)
+    msg = info.value.msg
+    assert msg.startswith("refusing to guess the ACS of a direct-NIC platform")
+    assert "0008:02:00.0 15b3:197c (ConnectX built-in PCIe switch port)" in msg
+    assert "0008:03:00.0 15b3:2100 (ConnectX-8 DMA Direct function)" in msg
+    assert "rdma-core 61.0 or later" in msg and "pcie_acs_direct_nic: skip" in msg and "Nothing was changed" in msg
+    assert ctl(tree, "0000:12:08.0") == 0x5D  # the PLX port was not cleared either
+    # query and enabled report without rdma_topo
+    assert run_acs(tree, state="query")["direct_nic"]["platform"] is True
+
+
+def test_rdma_topo_decides_the_direct_nic_acs_and_plx_stays_as_before(tmp_path):
+    tree = dma_host(tmp_path)
+    tool = fake_rdma_topo(tmp_path, "dma_stock")
+    result = run_acs(tree, mode="all", rdma_topo=tool)
+    direct = result["direct_nic"]
+    assert direct["rdma_topo"] == tool and direct["supported"] is True
+    assert direct["config_acs"] == result["kernel_param"]["direct_nic_config_acs"] == DMA_CONFIG_ACS
+    assert direct["check"]["topology"] == "ConnectX DMA functions" and len(direct["check"]["failed"]) == 4
+    # every bridge rdma_topo names is left to it (never cleared to 0) ...
+    managed = ["0000:00:00.0", "0008:00:00.0", "0008:01:00.0", "0008:02:00.0", "0008:02:01.0", "0008:04:00.0",
+               "0008:05:00.0"]
+    assert direct["managed"] == managed
+    for address in managed:
+        assert ctl(tree, address) == 0x1D
+        assert {"address": address, "reason": acs.MANAGED_BY_RDMA_TOPO} in result["skipped_bridges"]
+    # ... the other bridges of mode all are cleared as before
+    assert [b["address"] for b in result["bridges"]] == ["0000:10:00.0", "0000:12:08.0"]
+    assert ctl(tree, "0000:12:08.0") == 0
+    assert "direct-NIC ACS from %s: pci=config_acs=" % tool in result["msg"]
+    # only the read-only subcommands ran, against this tree
+    devdir = os.path.join(tree.root, "sys", "bus", "pci", "devices") + "/"
+    assert calls(tmp_path) == ["check RDMA_TOPO_DEVDIR=" + devdir, "write-grub-acs --dry-run RDMA_TOPO_DEVDIR=" + devdir]
+
+
+def test_plx_mode_on_a_direct_nic_host_clears_only_plx_ports(tmp_path):
+    tree = dma_host(tmp_path)
+    result = run_acs(tree, rdma_topo=fake_rdma_topo(tmp_path, "dma_stock"))
+    assert [b["address"] for b in result["bridges"]] == ["0000:12:08.0"]
+    assert result["bridges"][0]["after"] == "0x0000"
+
+
+def test_check_mode_runs_rdma_topo_and_writes_nothing(tmp_path):
+    tree = dma_host(tmp_path)
+    result = run_acs(tree, check_mode=True, rdma_topo=fake_rdma_topo(tmp_path, "dma_stock"))
+    assert result["changed"] is True and ctl(tree, "0000:12:08.0") == 0x5D
+    assert result["direct_nic"]["config_acs"] == DMA_CONFIG_ACS
+    assert len(calls(tmp_path)) == 2
+
+
+def test_skip_never_runs_rdma_topo(tmp_path):
+    tree = dma_host(tmp_path)
+    warned = []
+    tool = fake_rdma_topo(tmp_path, "dma_stock")
+    result = acs.run(dict(mode="plx", include=[], exclude=[], pairs=[], pair_distances=[], state="disabled",
+                          acs_ctl=0x1D, force=False, root=tree.root, direct_nic="skip", rdma_topo=None),
+                     False, warned.append, find_tool=lambda: tool)
+    assert calls(tmp_path) == [] and result["direct_nic"]["rdma_topo"] is None
+    assert result["kernel_param"]["direct_nic_config_acs"] == ""
+    assert len(warned) == 1 and "direct_nic is skip" in warned[0]
+
+
+def test_auto_on_a_plain_host_does_not_look_for_rdma_topo_output(tmp_path):
+    tree = SysfsTree(tmp_path / "root")
+    tree.add_bridge("0000:00:01.0", acs_ctl=0x1D)
+    tree.add_bridge("0000:01:00.0", parent="0000:00:01.0", vendor=0x10B5, device=0x8747, port_type=PORT_UPSTREAM)
+    tool = fake_rdma_topo(tmp_path, "plx_unsupported")
+    result = run_acs(tree, rdma_topo=tool)
+    assert calls(tmp_path) == [] and result["direct_nic"]["platform"] is False
+    # rdma_topo forced on a host it does not support: fails naming rdma_topo's words
+    with pytest.raises(acs.AcsError) as info:
+        run_acs(tree, direct_nic="rdma_topo", rdma_topo=tool)
+    assert "found no direct-NIC topology it supports" in info.value.msg
+    assert "E: No supported topology detected" in info.value.msg
+
+
+def test_unsupported_topology_in_auto_mode_sets_nothing(tmp_path):
+    tree = dma_host(tmp_path, plx=False)
+    result = run_acs(tree, rdma_topo=fake_rdma_topo(tmp_path, "plx_unsupported"))
+    assert result["direct_nic"]["supported"] is False and result["direct_nic"]["config_acs"] == ""
+    assert "no supported topology, nothing to set" in result["msg"]
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("unexpected", "Unexpected topology structure"),
+    ("malformed_flags", "is not FLAGS@"),
+])
+def test_rdma_topo_errors_and_bad_output_fail_before_any_change(tmp_path, case, needle):
+    tree = dma_host(tmp_path)
+    # the check output of these cases is the stock one
+    for name in ("check.out", "check.rc"):
+        os.symlink(os.path.join(FIXTURES, "dma_stock." + name), str(tmp_path / ("%s.%s" % (case, name))))
+    tool = fake_rdma_topo(tmp_path, case)
+    with open(tool) as handle:
+        text = handle.read()
+    with open(tool, "w") as handle:
+        handle.write(text.replace('cat "%s/%s.$name.out"' % (FIXTURES, case),
+                                  'f="%s/%s.$name.out"; [ -e "$f" ] || f="%s/%s.$name.out"; cat "$f"'
+                                  % (FIXTURES, case, tmp_path, case)))
+    with pytest.raises(acs.AcsError) as info:
+        run_acs(tree, rdma_topo=tool)
+    assert needle in info.value.msg and "pcie_acs_direct_nic" in info.value.msg and "Nothing was changed" in info.value.msg
+    assert ctl(tree, "0000:12:08.0") == 0x5D
+
+
+def test_rdma_topo_path_must_be_executable(tmp_path):
+    tree = dma_host(tmp_path)
+    with pytest.raises(acs.AcsError) as info:
+        run_acs(tree, rdma_topo=str(tmp_path / "nowhere"))
+    assert "is not an executable file" in info.value.msg
+
+
+def test_main_runs_rdma_topo_in_list_form_in_check_mode(tmp_path, monkeypatch, run_module):
+    tree = dma_host(tmp_path)
+    seen = []
+    real = basic.AnsibleModule.run_command
+
+    def spy(self, args, **kwargs):
+        seen.append((args, kwargs.get("use_unsafe_shell", False)))
+        return real(self, args, **kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", spy)
+    tool = fake_rdma_topo(tmp_path, "dma_stock")
+    result = run_module(pcie_acs, {"root": tree.root, "rdma_topo": tool}, check_mode=True)
+    assert result.get("failed") is not True, result
+    assert result["direct_nic"]["config_acs"] == DMA_CONFIG_ACS
+    assert seen == [([tool, "check"], False), ([tool, "write-grub-acs", "--dry-run"], False)]
+
+
+def test_main_missing_rdma_topo_json(tmp_path, monkeypatch, run_module):
+    monkeypatch.setattr(pcie_acs, "RDMA_TOPO_PATHS", ())
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, *a, **k: None)
+    result = run_module(pcie_acs, {"root": dma_host(tmp_path).root})
+    assert result["failed"] is True and result["changed"] is False
+    assert "refusing to guess" in result["msg"] and result["direct_nic"]["platform"] is True
+    bad = run_module(pcie_acs, {"root": dma_host(tmp_path / "b").root, "direct_nic": "maybe"})
+    assert bad["failed"] is True and "direct_nic" in bad["msg"]
