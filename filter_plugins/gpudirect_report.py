@@ -220,6 +220,16 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
             gpu.get("address"), gpu.get("vendor_id"), gpu.get("device_id"), gpu.get("name") or "",
             _fmt_link(gpu.get("link")), gpu.get("numa_node"), gpu.get("driver")))
         lines.append("      %s" % _fmt_nvlink(gpu, facts.get("nvlink")))
+    imex = facts.get("imex") or {}
+    if imex.get("installed"):
+        if imex.get("domain_state") is None:
+            lines.append("  IMEX       not read (%s)" % (imex.get("reason") or "unknown"))
+        else:
+            ready = sum(1 for n in imex.get("nodes") or [] if n.get("state") == "READY")
+            lines.append("  IMEX       domain %s, %d/%d nodes READY%s" % (
+                imex["domain_state"], ready, len(imex.get("nodes") or []),
+                "" if not imex.get("problems") else ": " + "; ".join(imex["problems"][:4])
+                + (" (+%d more)" % (len(imex["problems"]) - 4) if len(imex["problems"]) > 4 else "")))
     nics = facts.get("rdma_devices") or []
     lines.append("  RDMA NICs  %d" % len(nics))
     for dev in nics:

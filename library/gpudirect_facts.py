@@ -694,6 +694,30 @@ ansible_facts:
             fabric_reason:
               description: Why not; null when it did.
               type: str
+        imex:
+          description:
+            - The IMEX domain as this node's daemon sees it, from C(nvidia-imex-ctl -N) where IMEX is installed
+              (module_utils/gpudirect_nvlink_plan.py). Never a failure.
+          returned: always
+          type: dict
+          contains:
+            installed:
+              description: C(nvidia-imex-ctl) is on the node.
+              type: bool
+            reason:
+              description: Why the domain was not read (not installed, the command failed, unreadable output).
+              type: str
+            domain_state:
+              description: C(Domain State) as printed (C(UP) when every node is connected); null when not read.
+              type: str
+            nodes:
+              description: Each node of the domain (C(index), C(address), C(state), C(version)).
+              type: list
+              elements: dict
+            problems:
+              description: What keeps the domain from being whole (a node not READY, a pair not connected, not UP).
+              type: list
+              elements: str
         secure_boot:
           description:
             - UEFI Secure Boot and the kernel's module-signature policy (module_utils/gpudirect_secure_boot.py).

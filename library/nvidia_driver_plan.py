@@ -11,9 +11,11 @@ module: nvidia_driver_plan
 short_description: Probe the NVIDIA driver on a host and decide what the nvidia_driver role does
 description:
   - Reads the installed driver packages, the nvidia module (loaded and on disk), OFED, the DKMS build
-    record, NVIDIA class-0x0680 PCI functions, nouveau and nvidia-persistenced, and decides the driver
-    flavour, the branch check, install / change / none / keep, the DKMS rebuild against OFED, the fabric
-    manager, and what would interrupt running jobs.
+    record, NVIDIA class-0x0680 PCI functions, NVSwitch management functions (Mellanox functions whose
+    VPD carries SMDL=SW_MNG), nouveau, nvidia-persistenced, the nvidia module options and the IMEX
+    configuration, and decides the driver flavour, the branch check, install / change / none / keep, the
+    DKMS rebuild against OFED, the fabric manager, NVLSM and IMEX, the module options, and what would
+    interrupt running jobs.
   - Never changes anything; C(changed) is always false. The decision logic is in
     C(module_utils/gpudirect_nvidia_plan.py) and C(module_utils/gpudirect_nvidia.py).
   - Fails before any change, naming the value and the variable to set, on a request the GPUs or the
@@ -56,6 +58,34 @@ options:
     description: C(nvidia_driver_fabricmanager) - auto, true or false.
     type: str
     default: auto
+  nvlsm:
+    description: C(nvidia_driver_nvlsm) - auto (on NVLink-5 HGX baseboards, beside the fabric manager), true or false.
+    type: str
+    default: auto
+  imex:
+    description: C(nvidia_driver_imex) - auto (on GB200/GB300 compute trays), true or false.
+    type: str
+    default: auto
+  imex_nodes:
+    description:
+      - C(nvidia_driver_imex_nodes) - addresses of every node of the node's IMEX domain, in the same order
+        on each; empty leaves the IMEX service to the scheduler (per job).
+    type: list
+    elements: str
+    default: []
+  own_addresses:
+    description: The node's IP addresses; a non-empty C(imex_nodes) of IP addresses must contain one of them.
+    type: list
+    elements: str
+    default: []
+  module_options:
+    description: C(nvidia_driver_module_options) - NVreg_* parameters of the nvidia module.
+    type: dict
+    default: {}
+  module_options_conf:
+    description: The modprobe.d file the role writes the nvidia module options to.
+    type: path
+    default: /etc/modprobe.d/gpudirect-nvidia.conf
   gpus:
     description: The NVIDIA GPUs, C(ansible_facts.gpudirect.gpus) (each with C(device_id), C(address), C(name)).
     type: list
@@ -232,6 +262,25 @@ fabricmanager:
   description: C(wanted), C(reason), C(switches), C(other), C(package) (name for the branch and family), C(installed).
   returned: always
   type: dict
+nvlink_generation:
+  description: "What decided the NVLink services: C(nvswitch) (NVSwitch 3/4), C(nvlink5) (NVLink-5 HGX),
+    C(multinode) (GB200/GB300 compute tray) or C(none)."
+  returned: always
+  type: str
+nvlsm:
+  description: C(wanted), C(reason), C(lpfs) (NVSwitch management functions), C(packages), C(missing).
+  returned: always
+  type: dict
+imex:
+  description: "C(wanted), C(reason), C(package), C(installed), C(nodes), C(nodes_config) (the file's wanted
+    text), C(service) (C(domain) with nodes, else C(scheduler)), C(channel0) (its device node exists)."
+  returned: always
+  type: dict
+module_options:
+  description: "C(wanted) (NVreg_* to value), C(file) (what the file has), C(write), C(line), C(stale) (loaded
+    values that differ), C(reload) (a module reload is planned for them)."
+  returned: always
+  type: dict
 versionlock_plugin:
   description: The dnf versionlock plugin is installed (EL).
   returned: always
@@ -272,6 +321,12 @@ def main():
             "flavor_fallback": {"type": "str", "default": "open", "choices": ["open", "proprietary"]},
             "gpu_support": {"type": "dict", "default": {}},
             "fabricmanager": {"type": "str", "default": "auto"},
+            "nvlsm": {"type": "str", "default": "auto"},
+            "imex": {"type": "str", "default": "auto"},
+            "imex_nodes": {"type": "list", "elements": "str", "default": []},
+            "own_addresses": {"type": "list", "elements": "str", "default": []},
+            "module_options": {"type": "dict", "default": {}},
+            "module_options_conf": {"type": "path", "default": "/etc/modprobe.d/gpudirect-nvidia.conf"},
             "gpus": {"type": "list", "elements": "dict", "default": []},
             "os_family": {"type": "str", "required": True},
             "hold": {"type": "bool", "default": True},
@@ -284,7 +339,8 @@ def main():
     )
     params = module.params
     try:
-        found = probe(_Host(module), params["branch"], params["nouveau_conf"])
+        found = probe(_Host(module), params["branch"], params["nouveau_conf"],
+                      options_conf=params["module_options_conf"])
         plan = decide(found, params)
     except PlanError as error:
         module.fail_json(msg="nvidia_driver: %s" % error)

@@ -32,6 +32,7 @@ from ansible.module_utils.gpudirect_limits import (
     show_limit,
 )
 from ansible.module_utils.gpudirect_nvlink import NvlinkParseError, parse_fabric, parse_nvlink_status
+from ansible.module_utils.gpudirect_nvlink_plan import imex_verdict, parse_imex_ctl
 from ansible.module_utils.gpudirect_secure_boot import collect as collect_secure_boot
 from ansible.module_utils.gpudirect_pci import (
     PCI_VENDOR_MELLANOX,
@@ -411,6 +412,32 @@ class FactsCollector(object):
                 gpu["fabric"] = fabric[gpu["address"]]
         return out
 
+    # IMEX --------------------------------------------------------------------
+    def imex(self):
+        """The IMEX domain as this node's daemon sees it (``nvidia-imex-ctl -N``, parsed and judged by
+        module_utils/gpudirect_nvlink_plan.py): ``installed``, ``domain_state``, ``nodes``, ``problems``;
+        ``reason`` says why nothing was read. Never a failure: most nodes have no IMEX."""
+        out = {"installed": False, "reason": None, "domain_state": None, "nodes": [], "problems": []}
+        path = self._bin("nvidia-imex-ctl")
+        if not path:
+            out["reason"] = "nvidia-imex-ctl is not installed (no IMEX on this node)"
+            return out
+        out["installed"] = True
+        rc, stdout, stderr = self._run([path, "-N"])
+        if rc != 0:
+            out["reason"] = "nvidia-imex-ctl -N failed (rc=%s): %s" % (
+                rc, " ".join((stderr or stdout or "").split())[:200])
+            return out
+        try:
+            status = parse_imex_ctl(stdout)
+        except ValueError as exc:
+            out["reason"] = str(exc)
+            self.warn("imex: %s" % exc)
+            return out
+        out.update(domain_state=status["domain_state"], nodes=status["nodes"],
+                   problems=imex_verdict(status)["problems"])
+        return out
+
     # secure boot -------------------------------------------------------------
     def secure_boot(self):
         """Secure Boot, the kernel's module-signature policy and the keys it trusts
@@ -461,6 +488,8 @@ class FactsCollector(object):
                                         {"available": False, "reason": "error", "matches": 0, "lines": []}),
             "nvidia_smi": smi,
             "nvlink": nvlink,
+            "imex": self.section("imex", self.imex, {"installed": False, "reason": "error", "domain_state": None,
+                                                     "nodes": [], "problems": []}),
             "secure_boot": self.section("secure_boot", self.secure_boot,
                                         {"secure_boot": None, "signatures_required": None, "enforcement": "error",
                                          "trusted_keys": [], "moks": None, "moks_pending": None, "errors": []}),

@@ -12,7 +12,11 @@ Driver versions, package versions and ``/proc/driver/nvidia/version`` are read o
 from __future__ import absolute_import, division, print_function
 
 from ansible.module_utils.gpudirect_nvidia import (NvidiaDecisionError, check_branch, choose_flavor,
-                                                   fabricmanager_package, fabricmanager_plan)
+                                                   fabricmanager_package)
+from ansible.module_utils.gpudirect_nvlink_plan import (LPF_VPD_MARK, NVLSM_PACKAGES, check_imex_nodes,
+                                                        check_module_options, fabric_plan, imex_package,
+                                                        module_options_line, parse_modprobe_options,
+                                                        parse_proc_params, params_differ)
 from ansible.module_utils.gpudirect_versions import (VersionError, parse_driver_version, parse_package_version,
                                                      parse_proc_driver_version)
 
@@ -28,7 +32,10 @@ APT_PACKAGES = {"open": ["nvidia-open"], "proprietary": ["cuda-drivers", "nvidia
 QUERY_PACKAGES = ["nvidia-open", "cuda-drivers", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "nvidia-driver-cuda",
                   "nvidia-persistenced", "nvidia-smi", "nvidia-fabricmanager", "nvidia-fabric-manager",
                   "kmod-nvidia-open-dkms", "kmod-nvidia-latest-dkms", "nvidia-driver",
-                  "python3-dnf-plugin-versionlock"]
+                  "python3-dnf-plugin-versionlock", "nvidia-imex"] + NVLSM_PACKAGES
+PROC_PARAMS = "/proc/driver/nvidia/params"
+IMEX_NODES_CONFIG = "/etc/nvidia-imex/nodes_config.cfg"
+IMEX_CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
 # modules unloaded, in this order, to load another driver version
 UNLOAD_ORDER = ["nvidia_peermem", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia"]
 _WATCHED_MODULES = ("nvidia", "nvidia_peermem", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nouveau")
@@ -171,6 +178,18 @@ def _nvidia_bridges(host):
     return out
 
 
+def _nvswitch_lpfs(host):
+    """NVSwitch management functions of an NVLink-5 baseboard: Mellanox PCI functions whose VPD
+    carries ``SMDL=SW_MNG`` (module_utils/gpudirect_nvlink_plan.py). VPD is read only on
+    Mellanox functions; an unreadable VPD reads as empty (the GPUs' model then decides)."""
+    out = []
+    for dev in host.glob("/sys/bus/pci/devices/*"):
+        if host.read(dev + "/vendor") == "0x15b3" and host.exists(dev + "/vpd") \
+                and LPF_VPD_MARK in host.read(dev + "/vpd"):
+            out.append({"address": dev.rsplit("/", 1)[-1], "device_id": host.read(dev + "/device")})
+    return out
+
+
 def _initramfs_without_blacklist(host, conf):
     """Kernels whose initramfs carries nouveau.ko but not the blacklist file ``conf``.
 
@@ -198,7 +217,7 @@ def _initramfs_without_blacklist(host, conf):
     return stale
 
 
-def probe(host, branch, blacklist_conf="", stamp=STAMP):
+def probe(host, branch, blacklist_conf="", stamp=STAMP, options_conf=""):
     """Everything the decision needs from the host, read-only.
 
     :returns: ``{"kernel", "packages", "held", "ofed", "module", "other_packages", "loaded",
@@ -206,7 +225,7 @@ def probe(host, branch, blacklist_conf="", stamp=STAMP):
         "nouveau_kernels", "nouveau_conf_present", "persistenced": {"unit", "systemd", "running"}}``.
     """
     kernel = host.release()
-    names = QUERY_PACKAGES + ["nvidia-fabricmanager-%s" % branch]
+    names = QUERY_PACKAGES + ["nvidia-fabricmanager-%s" % branch, "nvidia-imex-%s" % branch]
     found, held = query_packages(host, names)
     ofed = host.run(["ofed_info", "-s"])[1].strip() if host.which("ofed_info") else ""
     depends = host.run(["modinfo", "-k", kernel, "-F", "depends", "nvidia_peermem"])
@@ -222,6 +241,12 @@ def probe(host, branch, blacklist_conf="", stamp=STAMP):
         "peermem_depends": depends[1].strip() if depends[0] == 0 else "",
         "stamp": host.read(stamp).strip(),
         "nvswitches": _nvidia_bridges(host),
+        "nvswitch_lpfs": _nvswitch_lpfs(host),
+        "module_options_file": parse_modprobe_options(host.read(options_conf)) if options_conf else {},
+        "module_options_file_present": bool(options_conf) and host.exists(options_conf),
+        "loaded_params": parse_proc_params(host.read(PROC_PARAMS)),
+        "imex": {"nodes_config": host.read(IMEX_NODES_CONFIG), "channel0": host.exists(IMEX_CHANNEL0),
+                 "running": any(host.read(p) == "nvidia-imex" for p in host.glob("/proc/[0-9]*/comm"))},
         "initramfs_nouveau_unblocked": _initramfs_without_blacklist(host, blacklist_conf),
         "nouveau_kernels": _nouveau_kernels(host, kernel),
         "nouveau_conf_present": bool(blacklist_conf) and host.exists(blacklist_conf),
@@ -397,11 +422,21 @@ def decide(found, options):
                 raise PlanError("nvidia_driver_version %s is not a version of nvidia_driver_branch %s: set one of "
                                 "them to match (or nvidia_driver_version: '' for the newest of the branch)"
                                 % (version, branch))
-        fm = fabricmanager_plan(found.get("nvswitches"), options.get("fabricmanager", "auto"))
+        fabric = fabric_plan(found.get("nvswitches"), found.get("nvswitch_lpfs"), options.get("gpus"),
+                             options.get("fabricmanager", "auto"), options.get("nvlsm", "auto"),
+                             options.get("imex", "auto"))
+        fm = fabric["fabricmanager"]
         os_family = options.get("os_family") or ""
         fm_package = fabricmanager_package(branch, os_family) if fm["wanted"] else None
+        imex_pkg = imex_package(branch, os_family) if fabric["imex"]["wanted"] else None
+        imex_nodes = check_imex_nodes(options.get("imex_nodes"), options.get("own_addresses") or ())
+        wanted_options = check_module_options(options.get("module_options"))
     except NvidiaDecisionError as error:
         raise PlanError(str(error))
+    if imex_pkg and "NVreg_CreateImexChannel0" not in wanted_options:
+        # CUDA processes import memory through IMEX channel 0; the driver creates its device
+        # node at load time with this parameter (NVIDIA IMEX guide, "IMEX channels")
+        wanted_options["NVreg_CreateImexChannel0"] = "1"
     driver = driver_action(found, branch, version, flavor["flavor"])
     action, managed = driver["action"], driver["managed"]
     module = found.get("module") or {}
@@ -440,6 +475,26 @@ def decide(found, options):
                        % ", ".join(found["initramfs_nouveau_unblocked"]))
     if fm["wanted"] and managed and fm_package["name"] not in packages:
         changes.append("install and start the fabric manager %s at the driver version" % fm_package["name"])
+    nvlsm_missing = [p for p in NVLSM_PACKAGES if p not in packages] if fabric["nvlsm"]["wanted"] else []
+    if nvlsm_missing:
+        changes.append("install NVLSM (%s) for the fabric manager and load ib_umad" % ", ".join(nvlsm_missing))
+    imex_installed = bool(imex_pkg) and imex_pkg["name"] in packages
+    imex_config = "".join(n + "\n" for n in imex_nodes)
+    if imex_pkg and managed and not imex_installed:
+        changes.append("install %s at the driver version" % imex_pkg["name"])
+    imex_found = found.get("imex") or {}
+    imex_rewrite = bool(imex_pkg) and bool(imex_nodes) and \
+        imex_found.get("nodes_config", "").strip() != imex_config.strip()
+    if imex_rewrite:
+        changes.append("write the IMEX domain (%d nodes) to %s and %s nvidia-imex"
+                       % (len(imex_nodes), IMEX_NODES_CONFIG, "restart" if imex_found.get("running") else "start"))
+    options_file = found.get("module_options_file") or {}
+    options_write = options_file != wanted_options or (bool(wanted_options) !=
+                                                       bool(found.get("module_options_file_present")))
+    options_stale = params_differ(wanted_options, found.get("loaded_params") or {}) if "nvidia" in loaded else []
+    if options_write:
+        changes.append("write the nvidia module options: %s" % (module_options_line(wanted_options)
+                                                                 or "none (the file is removed)"))
     # without a GPU the module refuses to load (the role reports it, not a change)
     if "nvidia" not in loaded and "nouveau" not in loaded and action != "refuse" and options.get("gpus"):
         changes.append("load the nvidia module")
@@ -454,6 +509,11 @@ def decide(found, options):
     elif "nvidia" in loaded and rebuild:
         disruption.append("nvidia modules reload: DKMS rebuild of %s against OFED %s"
                           % (driver["installed_version"], found.get("ofed")))
+    options_reload = bool(options_stale) and not any(d.startswith("nvidia modules reload") for d in disruption)
+    if options_reload:
+        disruption.append("nvidia modules reload: module options %s" % "; ".join(options_stale))
+    if imex_rewrite and imex_found.get("running"):
+        disruption.append("nvidia-imex restart: the IMEX domain changes (GPU memory shared across nodes is released)")
     if nouveau and "nouveau" in loaded:
         disruption.append("reboot: nouveau is loaded and gets blacklisted")
 
@@ -479,7 +539,8 @@ def decide(found, options):
         "held": list(found.get("held") or []),
         "rebuild": rebuild,
         "rebuild_reason": rebuild_reason,
-        "reload": ("nvidia" in loaded and action in ("install", "change")) or ("nvidia" in loaded and rebuild),
+        "reload": ("nvidia" in loaded and action in ("install", "change")) or ("nvidia" in loaded and rebuild)
+        or options_reload,
         "unload_order": list(UNLOAD_ORDER),
         "kernel": found.get("kernel") or "",
         "ofed": found.get("ofed") or "",
@@ -490,5 +551,16 @@ def decide(found, options):
                              installed="nvidia-persistenced" in packages),
         "fabricmanager": dict(fm, package=fm_package["name"] if fm_package else "",
                               installed=bool(fm_package) and fm_package["name"] in packages),
+        "nvlink_generation": fabric["generation"],
+        "nvlsm": dict(fabric["nvlsm"], packages=list(NVLSM_PACKAGES) if fabric["nvlsm"]["wanted"] else [],
+                      missing=nvlsm_missing),
+        "imex": dict(fabric["imex"], package=imex_pkg["name"] if imex_pkg else "", installed=imex_installed,
+                     nodes=imex_nodes, nodes_config=imex_config,
+                     service="domain" if imex_nodes else "scheduler", rewrite=imex_rewrite,
+                     running=bool(imex_found.get("running")),
+                     channel0=bool((found.get("imex") or {}).get("channel0"))),
+        "module_options": {"wanted": wanted_options, "file": options_file, "write": options_write,
+                           "line": module_options_line(wanted_options), "stale": options_stale,
+                           "reload": options_reload},
         "versionlock_plugin": "python3-dnf-plugin-versionlock" in packages,
     }
