@@ -96,10 +96,12 @@ fi
 
 t0=$(date +%s)
 work=$(mktemp -d "$cache_root/.tmp-$recipe_hash.XXXXXX")
-cleanup() { rm -rf "$work"; }
+# GNUPGHOME in a short path of its own: gpg-agent's socket path must stay under the
+# 108-byte limit of a Unix socket name, which a deep GPUDIRECT_CACHE (a pytest tmp dir) passes
+export GNUPGHOME
+GNUPGHOME=$(mktemp -d "${TMPDIR:-/tmp}/standin-gpg.XXXXXX")
+cleanup() { gpgconf --kill gpg-agent >/dev/null 2>&1 || true; rm -rf "$work" "$GNUPGHOME"; }
 trap cleanup EXIT
-export GNUPGHOME="$work/gnupg"
-mkdir -m 700 "$GNUPGHOME"
 export SOURCE_DATE_EPOCH=1735689600   # 2025-01-01: reproducible file dates in .debs
 stage="$work/stage"
 www="$work/www"
@@ -152,17 +154,19 @@ finish_pkg() {
   find "$root" -path "$root/DEBIAN" -prune -o -type d -exec chmod 755 {} +
   for s in postinst prerm postrm preinst; do [[ -f "$root/DEBIAN/$s" ]] && chmod 755 "$root/DEBIAN/$s"; done
   mkdir -p "$dest"
-  deb_build "$root" "$dest/${name}_${version}_${arch}.deb"
   local arm; arm=$(arm_dest "$dest")
+  if [[ -n $arm && $arch == amd64 ]]; then
+    # a linked copy whose control file is replaced (sed -i writes a new file); made before
+    # either build starts, as linking changes the files' ctime under a running tar
+    cp -al "$root" "$root.arm64"
+    sed -i 's/^Architecture: amd64$/Architecture: arm64/' "$root.arm64/DEBIAN/control"
+  fi
+  deb_build "$root" "$dest/${name}_${version}_${arch}.deb"
   [[ -n $arm ]] || return 0
   mkdir -p "$arm"
   case $arch in
     all) deb_build "$root" "$arm/${name}_${version}_all.deb" ;;
-    amd64)
-      # a linked copy whose control file is replaced (sed -i writes a new file)
-      cp -al "$root" "$root.arm64"
-      sed -i 's/^Architecture: amd64$/Architecture: arm64/' "$root.arm64/DEBIAN/control"
-      deb_build "$root.arm64" "$arm/${name}_${version}_arm64.deb" ;;
+    amd64) deb_build "$root.arm64" "$arm/${name}_${version}_arm64.deb" ;;
   esac
 }
 
