@@ -1,14 +1,15 @@
-"""Ansible filter: the digest of what the controller brings to a run.
+"""Ansible filter: the digests of what the controller brings to a run, one per install stage.
 
-``gpudirect_inputs_digest``
-    ``variables | gpudirect_inputs_digest(project_root, ansible_version)``:
-    SHA-256 over the variables (JSON, keys sorted) and over the content of the
-    toolkit's code and templates under ``project_root`` (``site.yml``,
-    ``playbooks/``, ``roles/``, ``library/``, ``module_utils/``,
-    ``filter_plugins/``), less documentation (``*.md``: a README edit changes
-    no node; the filters' ``filter_plugins/*.yml`` for ansible-doc) and Python bytecode. The
-    ``gpudirect_state`` role stores it with the node's fingerprint, so a changed
-    inventory variable, role default or module makes the next run a full one.
+``gpudirect_stage_digests``
+    ``variables | gpudirect_stage_digests(project_root, stages)``: one digest per install stage,
+    so that a toolkit update (or an inventory change) re-runs only the stages it touches. A
+    stage's digest covers the variables named with its roles' prefixes plus every other
+    ``gpudirect_*`` variable (not attributed to one stage, so counted for all), its roles'
+    directories, the stage's playbook files, and the shared code its files reach: the
+    modules (``library/``) named in them, the ``module_utils`` those modules import (and
+    those import in turn), and the filter plugin files whose filters they use. The
+    ansible-core version is not part of it: an upgrade of the controller alone re-runs no
+    stage. ``stages`` maps a stage name to ``{"roles": [...], "playbooks": [...]}``.
 
 Input that cannot be digested raises ``AnsibleFilterError`` naming the problem.
 """
@@ -18,55 +19,109 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 
 from ansible.errors import AnsibleFilterError
 
-TOOLKIT_PARTS = ("site.yml", "playbooks", "roles", "library", "module_utils", "filter_plugins")
 SKIP_DIRS = ("__pycache__", ".pytest_cache")
 # documentation and caches: they cannot change what a run does to a node
 SKIP_SUFFIXES = (".md", ".pyc")
 
 
-def _filter_doc(part, name):
-    """A filter's documentation for ansible-doc (filter_plugins/NAME.yml, beside the code)."""
-    return part == "filter_plugins" and name.endswith((".yml", ".yaml"))
+_MODULE_UTILS_IMPORT = re.compile(r"ansible\.module_utils(?:\.|\s+import\s+)(gpudirect_\w+)")
+_FILTER_NAMES = re.compile(r"[\"'](\w+)[\"']\s*:")
 
 
-def _toolkit_files(project_root):
-    found = []
-    for part in TOOLKIT_PARTS:
-        top = os.path.join(project_root, part)
-        if os.path.isfile(top):
-            found.append(top)
-            continue
-        for current, dirs, files in os.walk(top):
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-            found.extend(os.path.join(current, f) for f in sorted(files)
-                         if not f.endswith(SKIP_SUFFIXES) and not _filter_doc(part, f))
-    return found
+def _read(path):
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
-def inputs_digest(variables, project_root, ansible_version=""):
+def _tree(root, rel):
+    top = os.path.join(root, rel)
+    if os.path.isfile(top):
+        return [rel]
+    out = []
+    for current, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        out.extend(os.path.relpath(os.path.join(current, f), root) for f in sorted(files)
+                   if not f.endswith(SKIP_SUFFIXES))
+    return out
+
+
+def _shared_code(root):
+    """``(modules, module_utils, filters)``: library stems, module_utils stems, filter name -> file."""
+    def stems(part, suffix=".py"):
+        folder = os.path.join(root, part)
+        return sorted(f[:-len(suffix)] for f in os.listdir(folder) if f.endswith(suffix)) if os.path.isdir(folder) else []
+    filters = {}
+    for stem in stems("filter_plugins"):
+        rel = "filter_plugins/%s.py" % stem
+        text = _read(os.path.join(root, rel)).decode("utf-8", "replace")
+        body = text.split("def filters(self)", 1)[-1] if "def filters(self)" in text else ""
+        for name in _FILTER_NAMES.findall(body):
+            filters[name] = rel
+    return stems("library"), stems("module_utils"), filters
+
+
+def stage_files(root, roles, playbooks):
+    """Every toolkit file a stage's run depends on (relative paths, sorted)."""
+    modules, utils, filters = _shared_code(root)
+    files = set()
+    for role in roles:
+        if not os.path.isdir(os.path.join(root, "roles", role)):
+            raise AnsibleFilterError("gpudirect_stage_digests: no role %r under %s/roles" % (role, root))
+        files.update(_tree(root, os.path.join("roles", role)))
+    for playbook in playbooks:
+        if not os.path.isfile(os.path.join(root, playbook)):
+            raise AnsibleFilterError("gpudirect_stage_digests: no playbook file %r under %s" % (playbook, root))
+        files.add(playbook)
+    pending = sorted(files)
+    while pending:
+        rel = pending.pop()
+        text = _read(os.path.join(root, rel)).decode("utf-8", "replace")
+        found = set()
+        if rel.endswith((".yml", ".yaml", ".j2")):
+            words = set(re.findall(r"\b\w+\b", text))
+            found.update("library/%s.py" % m for m in modules if m in words)
+            found.update(path for name, path in filters.items() if name in words)
+        if rel.endswith(".py"):
+            found.update("module_utils/%s.py" % u for u in _MODULE_UTILS_IMPORT.findall(text) if u in utils)
+        for new in sorted(found - files):
+            files.add(new)
+            pending.append(new)
+    return sorted(files)
+
+
+def stage_digests(variables, project_root, stages):
     if not isinstance(variables, dict):
-        raise AnsibleFilterError("gpudirect_inputs_digest: expected a dict of variables, got %s"
+        raise AnsibleFilterError("gpudirect_stage_digests: expected a dict of variables, got %s"
                                  % type(variables).__name__)
-    if not project_root or not os.path.isfile(os.path.join(str(project_root), "site.yml")):
-        raise AnsibleFilterError("gpudirect_inputs_digest: %r is not the toolkit's directory (no site.yml there)"
+    root = str(project_root or "")
+    if not os.path.isfile(os.path.join(root, "site.yml")):
+        raise AnsibleFilterError("gpudirect_stage_digests: %r is not the toolkit's directory (no site.yml there)"
                                  % (project_root,))
-    digest = hashlib.sha256()
-    try:
-        digest.update(json.dumps(variables, sort_keys=True, default=str).encode("utf-8"))
-    except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError("gpudirect_inputs_digest: the variables cannot be serialised: %s" % exc)
-    digest.update(("\nansible %s\n" % ansible_version).encode("utf-8"))
-    root = str(project_root)
-    for path in _toolkit_files(root):
-        digest.update(("%s\n" % os.path.relpath(path, root)).encode("utf-8"))
-        with open(path, "rb") as handle:
-            digest.update(hashlib.sha256(handle.read()).digest())
-    return digest.hexdigest()
+    if not isinstance(stages, dict) or not stages:
+        raise AnsibleFilterError("gpudirect_stage_digests: expected the stages as {name: {roles, playbooks}}")
+    prefixes = {}
+    for name, stage in stages.items():
+        prefixes[name] = tuple(r + "_" for r in stage.get("roles") or [])
+    everyone = tuple(p for ps in prefixes.values() for p in ps)
+    out = {}
+    for name, stage in sorted(stages.items()):
+        mine = dict((k, v) for k, v in variables.items() if k.startswith(prefixes[name]) or not k.startswith(everyone))
+        digest = hashlib.sha256()
+        try:
+            digest.update(json.dumps(mine, sort_keys=True, default=str).encode("utf-8"))
+        except (TypeError, ValueError) as exc:
+            raise AnsibleFilterError("gpudirect_stage_digests: the variables cannot be serialised: %s" % exc)
+        for rel in stage_files(root, stage.get("roles") or [], stage.get("playbooks") or []):
+            digest.update(("\n%s\n" % rel).encode("utf-8"))
+            digest.update(hashlib.sha256(_read(os.path.join(root, rel))).digest())
+        out[name] = digest.hexdigest()
+    return out
 
 
 class FilterModule(object):
     def filters(self):
-        return {"gpudirect_inputs_digest": inputs_digest}
+        return {"gpudirect_stage_digests": stage_digests}

@@ -30,7 +30,7 @@ description:
     edited - since a full run is only slower, while a missed difference would leave drift unrepaired.
 version_added: "1.1.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   path:
     description: Where the record lives on the node.
@@ -45,8 +45,9 @@ options:
     default: query
   inputs:
     description:
-      - Digest of what the controller brings to the run (inventory variables and toolkit files), from the
-        C(gpudirect_inputs_digest) filter. A different value is a difference.
+      - Digests of what the controller brings to the run (inventory variables and toolkit files), one per install
+        stage, as JSON (C(gpudirect_stage_digests) | to_json), so that RV(changed_stages) names the stages a toolkit
+        or inventory change touches; any other text is compared as a whole. A different value is a difference.
     type: str
     required: true
   units:
@@ -89,6 +90,7 @@ attributes:
     support: none
     description: The record is a machine-made digest; C(differences) is the readable account.
   platform:
+    support: full
     platforms: linux
     description: Linux hosts (dpkg or rpm).
 notes:
@@ -131,6 +133,21 @@ differences:
   type: list
   elements: str
   sample: ["running kernel: 6.1.0-50-amd64 -> 6.1.0-56-amd64", "configuration files changed: /etc/modprobe.d/x.conf"]
+node_unchanged:
+  description:
+    - The node itself matches the record (its fingerprint), whatever the controller's inputs; false without a
+      usable record.
+  returned: always
+  type: bool
+  sample: true
+changed_stages:
+  description:
+    - With per-stage O(inputs) (the C(gpudirect_stage_digests) filter, as JSON), the stages whose inputs differ
+      from the record's; every stage when the record has no per-stage digests or none is usable.
+  returned: always
+  type: list
+  elements: str
+  sample: ["drivers"]
 recorded_at:
   description: Modification time of the record (UTC, ISO 8601), or null when there is none.
   returned: always
@@ -154,7 +171,8 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_state import differences, fingerprint, own_units
+from ansible.module_utils.gpudirect_state import (changed_stages, differences, fingerprint, node_differences,
+                                                  own_units)
 
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
@@ -234,7 +252,7 @@ def main():
     )
     params = module.params
     if not params["inputs"].strip():
-        module.fail_json(msg="inputs is empty: pass the controller's digest (the gpudirect_inputs_digest filter), "
+        module.fail_json(msg="inputs is empty: pass the controller's digests (the gpudirect_stage_digests filter, as JSON), "
                              "or the record could never tell a changed inventory from an unchanged one.")
     if not os.path.isdir(params["root"]):
         module.fail_json(msg="root %s is not a directory: leave it at / on a live host." % params["root"])
@@ -250,9 +268,12 @@ def main():
                                           files=params["files"])}
     record, unusable, mtime = read_record(node_path, path)
     reasons = [unusable] if unusable else differences(record, current)
+    node_unchanged = not unusable and not node_differences(record, current)
+    stages = changed_stages(None if unusable else (record or {}).get("inputs"), current["inputs"])
     fp = current["fingerprint"]
     result = dict(
-        changed=False, path=path, unchanged=not reasons, differences=reasons,
+        changed=False, path=path, unchanged=not reasons, differences=reasons, node_unchanged=node_unchanged,
+        changed_stages=stages,
         recorded_at=(datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
                      if mtime is not None else None),
         summary={"config_files": len(fp["config"]), "loaded_modules": len(fp["loaded_modules"]),
@@ -272,6 +293,8 @@ def main():
                 write_record(module, node_path, content)
         result["unchanged"] = True
         result["differences"] = []
+        result["node_unchanged"] = True
+        result["changed_stages"] = []
     module.exit_json(**result)
 
 

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import json
 import os
 import stat
 
@@ -434,7 +435,40 @@ def differences(recorded, current):
         return ["the record holds no fingerprint"]
     reasons = []
     if recorded.get("inputs") != current.get("inputs"):
-        reasons.append("the controller's inputs changed (inventory variables or toolkit files)")
+        stages = changed_stages(recorded.get("inputs"), current.get("inputs"))
+        reasons.append("the controller's inputs changed (inventory variables or toolkit files)%s"
+                       % (" of stage %s" % ", ".join(stages) if stages else ""))
+    reasons.extend(node_differences(recorded, current))
+    return reasons
+
+
+def stage_inputs(text):
+    """The per-stage digests of an ``inputs`` value (JSON ``{"stage": digest}``); None for any other value
+    (a record of a toolkit that digested everything at once)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if isinstance(value, dict) and value and all(isinstance(v, str) for v in value.values()):
+        return value
+    return None
+
+
+def changed_stages(recorded, current):
+    """Stages whose digest differs between two ``inputs`` values; every stage of ``current`` when the
+    recorded value has no per-stage digests; [] when ``current`` has none either."""
+    new = stage_inputs(current)
+    if new is None:
+        return []
+    old = stage_inputs(recorded) or {}
+    return sorted(k for k in new if old.get(k) != new[k])
+
+
+def node_differences(recorded, current):
+    """What differs on the node itself (the fingerprint), leaving the controller's inputs aside."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("fingerprint"), dict):
+        return ["the record holds no fingerprint"]
+    reasons = []
     old, new = recorded["fingerprint"], current["fingerprint"]
     if old.get("format") != new.get("format"):
         return reasons + ["the record was written by another toolkit version (format %s, now %s)"

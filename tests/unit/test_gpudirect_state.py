@@ -10,7 +10,7 @@ from ansible.errors import AnsibleFilterError
 import gpudirect_state as state_module  # library/gpudirect_state.py
 from ansible.module_utils import gpudirect_state as fp
 from conftest import H200_CAPTURE, ROOT
-from gpudirect_inputs import inputs_digest  # filter_plugins/gpudirect_inputs.py
+from gpudirect_inputs import stage_digests as inputs_digest  # filter_plugins/gpudirect_inputs.py
 from gpudirect_state import read_record
 from sysfs_tree import ACS_ALL_CTL, gpu_server, h200_capture
 
@@ -285,72 +285,85 @@ def test_h200_capture_fingerprint(tmp_path):
                           {"inputs": "a", "fingerprint": fp.fingerprint(str(tmp_path))}) == []
 
 
-# --------------------------------------------------------------------------- inputs digest
+# --------------------------------------------------------------------------- inputs digest (per stage)
+
+STAGE = {"s": {"roles": ["r"], "playbooks": ["playbooks/plan.yml"]}}
+
 
 def _project(tmp_path):
     root = tmp_path / "toolkit"
     for part in ("roles/r/defaults", "library", "module_utils", "filter_plugins", "playbooks"):
         (root / part).mkdir(parents=True)
     (root / "site.yml").write_text("---\n")
+    (root / "playbooks/plan.yml").write_text("---\n- hosts: all\n  tasks:\n    - m:\n")
     (root / "roles/r/defaults/main.yml").write_text("r_x: 1\n")
-    (root / "library/m.py").write_text("# module\n")
+    (root / "library/m.py").write_text("# module\nfrom ansible.module_utils.gpudirect_u import X\n")
+    (root / "module_utils/gpudirect_u.py").write_text("X = 1\n")
     return root
+
+
+def digest(variables, root):
+    return inputs_digest(variables, str(root), STAGE)["s"]
 
 
 def test_inputs_digest_follows_variables_and_toolkit_files(tmp_path):
     root = _project(tmp_path)
-    base = inputs_digest({"gpudirect_a": 1, "nvidia_driver_branch": "570"}, str(root), "2.19.0")
-    assert base == inputs_digest({"nvidia_driver_branch": "570", "gpudirect_a": 1}, str(root), "2.19.0")
-    assert base != inputs_digest({"gpudirect_a": 2, "nvidia_driver_branch": "570"}, str(root), "2.19.0")
-    assert base != inputs_digest({"gpudirect_a": 1, "nvidia_driver_branch": "570"}, str(root), "2.20.0")
+    base = digest({"gpudirect_a": 1, "r_b": "570"}, root)
+    assert base == digest({"r_b": "570", "gpudirect_a": 1}, root)
+    assert base != digest({"gpudirect_a": 2, "r_b": "570"}, root)
     (root / "roles/r/defaults/main.yml").write_text("r_x: 2\n")
-    assert base != inputs_digest({"gpudirect_a": 1, "nvidia_driver_branch": "570"}, str(root), "2.19.0")
+    assert base != digest({"gpudirect_a": 1, "r_b": "570"}, root)
 
 
 def test_inputs_digest_ignores_bytecode(tmp_path):
     root = _project(tmp_path)
-    base = inputs_digest({}, str(root))
-    (root / "library/__pycache__").mkdir()
-    (root / "library/__pycache__/m.cpython-311.pyc").write_bytes(b"\x00")
-    assert inputs_digest({}, str(root)) == base
+    base = digest({}, root)
+    (root / "roles/r/__pycache__").mkdir()
+    (root / "roles/r/__pycache__/m.cpython-311.pyc").write_bytes(b"\x00")
+    assert digest({}, root) == base
 
 
 def test_inputs_digest_covers_code_and_templates_not_readmes(tmp_path):
-    """Issue #16 outcome 3: a README edit must not turn the next run into a full one."""
+    """Issue #16 outcome 3: a README edit must not turn the next run into a full one; the module the
+    playbook names and the module_utils it imports count."""
     root = _project(tmp_path)
     (root / "roles/r/templates").mkdir()
     (root / "roles/r/templates/unit.service.j2").write_text("[Unit]\n")
     (root / "roles/r/README.md").write_text("# r\n")
-    (root / "filter_plugins/notes.md").write_text("notes\n")
-    base = inputs_digest({}, str(root))
+    base = digest({}, root)
     (root / "roles/r/README.md").write_text("# r\n\nmore prose\n")
-    (root / "filter_plugins/notes.md").write_text("other notes\n")
     (root / "playbooks/README.md").write_text("a new README\n")
-    assert inputs_digest({}, str(root)) == base
+    assert digest({}, root) == base
     (root / "roles/r/templates/unit.service.j2").write_text("[Unit]\nBefore=x.service\n")
-    templated = inputs_digest({}, str(root))
+    templated = digest({}, root)
     assert templated != base
-    (root / "playbooks/plan.yml").write_text("---\n")
-    assert inputs_digest({}, str(root)) != templated
-    (root / "module_utils/m.py").write_text("X = 1\n")
-    assert inputs_digest({}, str(root)) not in (base, templated)
+    (root / "playbooks/plan.yml").write_text("---\n- hosts: all\n  tasks:\n    - m: {}\n")
+    planned = digest({}, root)
+    assert planned != templated
+    (root / "module_utils/gpudirect_u.py").write_text("X = 2\n")
+    assert digest({}, root) not in (base, templated, planned)
+    (root / "module_utils/gpudirect_other.py").write_text("Y = 1\n")  # reached by nothing of the stage
+    assert digest({}, root) == digest({}, root)
 
 
 def test_inputs_digest_leaves_out_the_filters_ansible_doc_files(tmp_path):
-    """filter_plugins/NAME.yml documents a filter for ansible-doc: editing it changes no node.
-    A role's YAML still counts."""
+    """filter_plugins/NAME.yml documents a filter for ansible-doc: editing it changes no node."""
     root = _project(tmp_path)
-    (root / "filter_plugins/f.py").write_text("X = 1\n")
+    (root / "filter_plugins/f.py").write_text("class FilterModule(object):\n    def filters(self):\n"
+                                              "        return {'my_filter': len}\n")
     (root / "filter_plugins/f.yml").write_text("DOCUMENTATION:\n  name: f\n")
-    base = inputs_digest({}, str(root))
+    (root / "roles/r/defaults/main.yml").write_text("r_x: \"{{ [1] | my_filter }}\"\n")
+    base = digest({}, root)
     (root / "filter_plugins/f.yml").write_text("DOCUMENTATION:\n  name: f\n  short_description: more\n")
-    assert inputs_digest({}, str(root)) == base
-    (root / "roles/r/defaults/main.yml").write_text("r_x: 3\n")
-    assert inputs_digest({}, str(root)) != base
+    assert digest({}, root) == base
+    (root / "filter_plugins/f.py").write_text("class FilterModule(object):\n    def filters(self):\n"
+                                              "        return {'my_filter': sorted}\n")
+    assert digest({}, root) != base
 
 
 def test_inputs_digest_of_the_real_toolkit_is_stable():
-    assert inputs_digest({"a": 1}, ROOT) == inputs_digest({"a": 1}, ROOT)
+    stages = yaml.safe_load(open(os.path.join(ROOT, "roles/gpudirect_state/vars/main.yml")))["__gpudirect_state_stages"]
+    assert inputs_digest({"a": 1}, ROOT, stages) == inputs_digest({"a": 1}, ROOT, stages)
 
 
 @pytest.mark.parametrize("variables, root, message", [
@@ -359,7 +372,7 @@ def test_inputs_digest_of_the_real_toolkit_is_stable():
 ])
 def test_inputs_digest_rejects_bad_input(tmp_path, variables, root, message):
     with pytest.raises(AnsibleFilterError, match=message):
-        inputs_digest(variables, root or str(_project(tmp_path)))
+        inputs_digest(variables, root or str(_project(tmp_path)), STAGE)
 
 
 def test_every_config_tree_the_roles_write_is_watched():

@@ -64,6 +64,14 @@ def _project(tmp_path):
                 key: gpudirect_unchanged
               changed_when: false
               when: stub_unchanged | default(false)
+            - name: Group the stages a toolkit change left alone, as the role does on a node otherwise unchanged
+              ansible.builtin.group_by:
+                key: "gpudirect_skip_{{ item }}"
+              loop: "{{ stub_skip_stages | default([]) }}"
+              changed_when: false
+            - name: And their roles
+              ansible.builtin.set_fact:
+                gpudirect_state_skipped_roles: "{{ stub_skip_roles | default([]) }}"
             """),
         "record.yml": _log("record"),
         "forget.yml": _log("forget"),
@@ -359,3 +367,19 @@ def test_a_canary_batch_list_rolls_one_node_then_the_rest_together(project):
     assert order.index("n2 resume") < min(order.index("n3 drain"), order.index("n4 drain"))
     # then n3 and n4 in one batch: both drained before either is verified
     assert max(order.index("n3 drain"), order.index("n4 drain")) < min(order.index("n3 verify"), order.index("n4 verify"))
+
+
+def test_a_toolkit_change_of_one_stage_runs_only_that_stage(project):
+    """Issue #30 outcome 6: on a node whose own state matches its record, where only the drivers stage's inputs
+    changed (roles/gpudirect_state puts it into gpudirect_skip_os_pin, _pcie_acs and _verify), the drivers stage
+    and its roles' plans run; os_pin and pcie_acs (and pcie_acs's plan) leave it out; verification runs."""
+    fleet = {"n1": {"stub_skip_stages": ["os_pin", "pcie_acs", "verify"],
+                    "stub_skip_roles": ["host_prereqs", "os_release_pin", "pcie_acs", "gpudirect_verify"]},
+             "n2": {"stub_unchanged": True}, "n3": {"stub_unchanged": True}, "n4": {"stub_unchanged": True}}
+    proc, events = _run(project, fleet)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    n1 = _of(events, "n1")
+    assert [e for e in n1 if e.startswith("plan ")] == ["plan mlnx_ofed", "plan nvidia_driver", "plan gpudirect_peermem"]
+    assert "mlnx_ofed" in n1 and "nvidia_driver" in n1 and "gpudirect_peermem" in n1 and "gpudirect_dkms" in n1
+    assert not {"os_release_pin", "host_prereqs", "pcie_acs", "drain", "reboot"} & set(n1)
+    assert n1[-3:] == ["verify", "record", "unlock"]
