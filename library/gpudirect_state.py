@@ -252,8 +252,8 @@ def main():
     )
     params = module.params
     if not params["inputs"].strip():
-        module.fail_json(msg="inputs is empty: pass the controller's digests (the gpudirect_stage_digests filter, as JSON), "
-                             "or the record could never tell a changed inventory from an unchanged one.")
+        module.fail_json(msg="inputs is empty: pass the controller's digests (the gpudirect_stage_digests filter, "
+                             "as JSON), or the record could never tell a changed inventory from an unchanged one.")
     if not os.path.isdir(params["root"]):
         module.fail_json(msg="root %s is not a directory: leave it at / on a live host." % params["root"])
     path = params["path"]
