@@ -26,7 +26,7 @@ description:
   - A node without GRUB and grubby has nothing to hold; the result says so (RV(method) C(none)) without failing.
 version_added: "1.3.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   state:
     description: C(held) (hold when needed) or C(released) (undo a hold).

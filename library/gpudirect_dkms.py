@@ -60,7 +60,7 @@ description:
     check mode).
 version_added: "1.0.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   kernels:
     description:
@@ -118,10 +118,9 @@ attributes:
       C(dkms status) and writes nothing. Missing headers
       are not a failure in check mode (the role installs them just before the real run); the reason of each
       action planned for such a kernel says which package must be installed first.
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
+extends_documentation_fragment:
+  - gpudirect_attributes
+  - gpudirect_attributes.no_diff
 notes:
   - Needs root (C(become)) to build; C(dkms status) alone does not.
   - Without C(dkms) on the host nothing is registered, every chain name is skipped and nothing changes.

@@ -32,7 +32,7 @@ description:
     cannot be parsed is skipped and named in C(warnings).
 version_added: "1.0.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   root:
     description:
@@ -60,15 +60,12 @@ options:
     type: bool
     default: true
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads; check mode returns the same facts.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is nothing to diff.
   platform:
+    support: full
     platforms: linux
     description: Linux sysfs and procfs.
+extends_documentation_fragment:
+  - gpudirect_attributes.read_only
 notes:
   - C(changed) is always false.
   - C(memlock) reports what RDMA jobs get, not the limit of the module process.

@@ -18,7 +18,7 @@ description:
     to do. Stale entries are removed (those of another host are reported first).
   - Two campaigns that start at the same moment both write, then both read again; the one whose entry is older
     (or, at the same second, whose run id sorts first) keeps it, the other removes its own and fails.
-  - Campaigns on disjoint nodes run side by side. The per-node lock (M(gpudirect_lock)) still guards each node
+  - Campaigns on disjoint nodes run side by side. The per-node lock (M(gpudirect.rdma.gpudirect_lock)) still guards each node
     against a run started from another inventory or controller that does not share O(dir).
   - O(state=absent) removes this campaign's entry (same O(run_id)).
   - In check mode nothing is written or removed; a live campaign on the same nodes fails the same way.
@@ -59,12 +59,16 @@ options:
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
+    description: Reads the other entries, reports the stale ones and fails on a conflict as a real run does; writes
+      and removes no entry.
   platform:
+    support: full
     platforms: posix
+    description: The controller; whether an entry's ansible-playbook process still runs is read from C(/proc).
+extends_documentation_fragment:
+  - gpudirect_attributes.no_diff
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

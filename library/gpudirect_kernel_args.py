@@ -22,7 +22,7 @@ description:
     one, so C(pci=realloc,config_acs=...) carries C(pci=config_acs=...).
 version_added: "1.2.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   method:
     description:
@@ -52,8 +52,9 @@ options:
     description: Tree to read instead of C(/) (tests). C(grubby) runs only when it is C(/).
     type: path
     default: /
-notes:
-  - Supports check mode; it never changes anything.
+extends_documentation_fragment:
+  - gpudirect_attributes
+  - gpudirect_attributes.read_only
 """
 
 EXAMPLES = r"""

@@ -37,7 +37,6 @@ options:
     description: Random string that identifies this run on this node; only the same token releases the lock.
     type: str
     required: true
-    no_log: false
   controller:
     description: Who runs the playbook, C(user@host) of the controller.
     type: str
@@ -58,7 +57,8 @@ options:
     description: Seconds without a renewal after which a lock is stale and taken over.
     type: int
     default: 21600
-author: gpudirect-rdma toolkit
+author:
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -52,7 +52,7 @@ description:
     carries fails early with C(no_gid).
 version_added: "1.0.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   mode:
     description:
@@ -197,8 +197,8 @@ attributes:
   diff_mode:
     support: none
     description: Nothing on the node is configured.
-  platform:
-    platforms: linux
+extends_documentation_fragment:
+  - gpudirect_attributes
 notes:
   - Run with C(become) - the helper cache is under C(/var/lib) and registering memory needs a
     sufficient memlock limit (root has CAP_IPC_LOCK).

@@ -31,7 +31,7 @@ description:
   - All logic lives in C(module_utils/gpudirect_secure_boot.py).
 version_added: "1.0.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   action:
     description: C(check) reads only; C(sign) signs what is not signed by I(certificate).
@@ -88,10 +88,9 @@ attributes:
   check_mode:
     support: full
     description: C(action=sign) reports what it would sign or rebuild and changes nothing.
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
+extends_documentation_fragment:
+  - gpudirect_attributes
+  - gpudirect_attributes.no_diff
 requirements:
   - kmod's C(modinfo) built with openssl (it prints C(signer)/C(sig_key) of PKCS#7 signatures).
 """

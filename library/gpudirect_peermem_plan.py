@@ -30,7 +30,7 @@ description:
     naming the text, never a guess.
 version_added: "1.0.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   mechanism:
     description:
@@ -61,14 +61,9 @@ options:
     description: nv_peer_mem's configuration file (C(ONBOOT=yes)).
     type: path
     default: /etc/infiniband/nv_peer_mem.conf
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same way in check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
+extends_documentation_fragment:
+  - gpudirect_attributes
+  - gpudirect_attributes.read_only
 notes:
   - C(changed) is always false; what a run of the role would change is in C(changes).
   - Whether the contents of the role's unit or modules-load.d file match is left to the role's

@@ -82,7 +82,7 @@ options:
     type: float
     default: 0.0
 author:
-  - gpudirect toolkit
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 attributes:
   check_mode:
     support: full
@@ -90,8 +90,8 @@ attributes:
   diff_mode:
     support: none
     description: Nothing on the node is configured.
-  platform:
-    platforms: linux
+extends_documentation_fragment:
+  - gpudirect_attributes
 notes:
   - Run with C(become) where registering memory needs it (memlock limits, GPU memory).
   - The server and client share the node; the figures are one port's loopback, as the module's are.

@@ -54,7 +54,8 @@ options:
     description: Seconds for the download.
     type: int
     default: 30
-author: gpudirect-rdma toolkit
+author:
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

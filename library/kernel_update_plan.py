@@ -19,12 +19,12 @@ description:
     C(module_utils/gpudirect_kernel_update.py)). With O(target) the module also judges this node alone (RV(pending)).
   - Debian/Ubuntu read C(LC_ALL=C apt-cache policy); EL reads C(rpm -q) and C(dnf repoquery). With O(refresh) the
     package lists are refreshed first (C(apt-get update), C(dnf makecache)), except in check mode, where the result
-    says that the lists were not refreshed. Nothing else is written; RV(changed) is always false.
+    says that the lists were not refreshed. Nothing else is written; C(changed) is always false.
   - Fails, naming the command and the knob, when the package tool is missing, when a refresh fails, or when the
     tool's output is not what it prints (a localized or garbled output never reads as "nothing installed").
 version_added: "1.4.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   packages:
     description: The kernel and header packages of the update (C(kernel_update_packages), or the distribution's).
@@ -42,7 +42,7 @@ options:
     type: raw
     default: ""
   hold_record:
-    description: The record of a boot hold (C(library/gpudirect_boot_default.py) O(record)).
+    description: The record of a boot hold (O(gpudirect.rdma.gpudirect_boot_default#module:record)).
     type: path
     default: /var/lib/gpudirect/boot-hold.json
   campaign_record:

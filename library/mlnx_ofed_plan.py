@@ -99,7 +99,11 @@ options:
     description: Where procfs is (tests).
     type: path
     default: /proc
-author: gpudirect-rdma toolkit
+extends_documentation_fragment:
+  - gpudirect_attributes
+  - gpudirect_attributes.read_only
+author:
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -392,7 +396,8 @@ def main():
             repo_url=dict(type="str", default=""),
             repo_file=dict(type="path", default="/etc/apt/sources.list.d/doca.sources"),
             repo_key_changed=dict(type="bool", default=False),
-            repo_key_dest=dict(type="str", default=""),
+            # a keyring path, shown in the change sentence; not a secret
+            repo_key_dest=dict(type="str", default="", no_log=False),
             ssh_connection=dict(type="str"),
             sys_root=dict(type="path", default="/sys"),
             proc_root=dict(type="path", default="/proc"),

@@ -22,7 +22,8 @@ description:
     installed driver cannot serve (unknown branch, flavour impossible for a GPU, a driver installed outside
     the package manager that differs from the wanted one, unreadable driver version text).
 version_added: "1.0.0"
-author: gpudirect toolkit
+author:
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   branch:
     description: Driver branch (C(nvidia_driver_branch)), three digits.
@@ -115,11 +116,9 @@ options:
     description: C(gpudirect_ofed_changed) from the mlnx_ofed stage in this run.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - gpudirect_attributes
+  - gpudirect_attributes.read_only
 notes:
   - Commands run in list form with C(LC_ALL=C); a missing command (no modinfo, no dpkg-query) reads as
     nothing found.

@@ -16,13 +16,19 @@
 #   filter_plugins/*.py              -> plugins/filter/
 #   filter_plugins/*.yml             -> plugins/filter/ (each filter's documentation, for ansible-doc)
 #   callback_plugins/*.py            -> plugins/callback/
+#   doc_fragments/*.py               -> plugins/doc_fragments/
+#   tests/sanity/ignore-*.txt        -> tests/sanity/ (ansible-test sanity's per-file ignores,
+#                                       for scripts/sanity.sh and for Galaxy users who run it)
 #   meta/runtime.yml, CHANGELOG.md   -> copied from the root
 #
 # and, in the staged copy only, rewrites the imports of the project's own module_utils
 # (`from ansible.module_utils.gpudirect_x import ...`, `from ansible.module_utils import gpudirect_x`)
 # to the collection's names (ansible_collections.NAMESPACE.NAME.plugins.module_utils.gpudirect_x),
 # which is how a module in a collection finds its module_utils. It fails when an import of a
-# project module_utils is left unrewritten. Then `ansible-galaxy collection build` runs in the
+# project module_utils is left unrewritten. The same for the modules' doc fragments: an
+# `extends_documentation_fragment` entry naming a file of doc_fragments/ (`gpudirect_x`,
+# `gpudirect_x.var`, which the checkout resolves through ./ansible.cfg's doc_fragment_plugins)
+# becomes `NAMESPACE.NAME.gpudirect_x[.var]`, the only name an installed collection resolves. Then `ansible-galaxy collection build` runs in the
 # staged folder and the path of the tarball is the last line printed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -58,12 +64,14 @@ if grep -Eq 'import_playbook:[[:space:]]*playbooks/' "$stage/playbooks/site.yml"
   exit 1
 fi
 mkdir -p "$stage/plugins/modules" "$stage/plugins/module_utils" "$stage/plugins/filter" \
-         "$stage/plugins/callback" "$stage/meta"
+         "$stage/plugins/callback" "$stage/plugins/doc_fragments" "$stage/meta" "$stage/tests/sanity"
 cp library/*.py "$stage/plugins/modules/"
 cp module_utils/*.py "$stage/plugins/module_utils/"
 cp filter_plugins/*.py "$stage/plugins/filter/"
 cp filter_plugins/*.yml "$stage/plugins/filter/"
 cp callback_plugins/*.py "$stage/plugins/callback/"
+cp doc_fragments/*.py "$stage/plugins/doc_fragments/"
+cp tests/sanity/ignore-*.txt "$stage/tests/sanity/"
 # the root's meta/runtime.yml (requires_ansible) and the changelog Galaxy wants
 cp meta/runtime.yml "$stage/meta/runtime.yml"
 cp CHANGELOG.md "$stage/CHANGELOG.md"
@@ -81,6 +89,48 @@ if [[ -n "$left" ]]; then
   echo "$left" >&2
   exit 1
 fi
+
+# doc fragments: the project's are the files under doc_fragments/; only entries naming those are
+# rewritten, inside each staged module's extends_documentation_fragment list (or one-line value)
+"$python" - "$stage/plugins/modules" "$namespace.$name" <<'EOF'
+import os
+import re
+import sys
+
+modules, fqcn = sys.argv[1], sys.argv[2]
+own = sorted(f[:-3] for f in os.listdir("doc_fragments") if f.endswith(".py") and not f.startswith("_"))
+name = r"(?:%s)(?:\.[A-Za-z_][A-Za-z0-9_]*)?" % "|".join(map(re.escape, own))
+key = re.compile(r"^(extends_documentation_fragment:[ \t]*)(%s)?[ \t]*$" % name)
+item = re.compile(r"^([ \t]*-[ \t]+)(%s)[ \t]*$" % name)
+count = 0
+for fname in sorted(os.listdir(modules)):
+    path = os.path.join(modules, fname)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    inside = False
+    for i, line in enumerate(lines):
+        m = key.match(line)
+        if m:
+            inside = m.group(2) is None
+            if not inside:
+                lines[i] = m.group(1) + fqcn + "." + m.group(2)
+                count += 1
+            continue
+        if inside:
+            m = item.match(line)
+            if m:
+                lines[i] = m.group(1) + fqcn + "." + m.group(2)
+                count += 1
+            elif not re.match(r"^[ \t]*-[ \t]", line):
+                inside = False
+    text = "\n".join(lines)
+    left = re.findall(r"^(?:extends_documentation_fragment:|[ \t]*-)[ \t]+(%s)[ \t]*$" % name, text, re.M)
+    if left:
+        sys.exit("[build-collection] %s: doc fragments left unrewritten: %s" % (fname, ", ".join(left)))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+print("[build-collection] %d doc fragment names in plugins/modules/ named %s.NAME" % (count, fqcn), file=sys.stderr)
+EOF
 
 # Inside a collection, a role finds the collection's modules by their short names, but not its
 # filters (Ansible resolves short filter names only among ansible.builtin and the playbook's

@@ -2,13 +2,17 @@
 
 scripts/build-collection.sh stages the repository in a collection's shape (library/ ->
 plugins/modules/, module_utils/ -> plugins/module_utils/, filter_plugins/ -> plugins/filter/,
-callback_plugins/ -> plugins/callback/) with the imports of the project's module_utils and
-the roles' short filter names rewritten to the collection's names, and runs
+callback_plugins/ -> plugins/callback/, doc_fragments/ -> plugins/doc_fragments/, and
+tests/sanity/'s ansible-test ignore files) with the imports of the project's module_utils, the
+modules' doc fragment names and the roles' short filter names rewritten to the collection's names,
+and runs
 ``ansible-galaxy collection build`` there. This test:
 
 * builds the tarball into a temporary folder and checks what it holds (and that the
   repository's own files were not rewritten);
 * installs it with ``ansible-galaxy collection install TARBALL -p TMP/collections``;
+* reads a module's documentation from the installed collection with ansible-doc (its doc fragments
+  resolve by the collection's names);
 * runs, from TMP (not the repository: no project ansible.cfg, an empty ANSIBLE_CONFIG, no
   ANSIBLE_LIBRARY/ROLES_PATH/FILTER_PLUGINS...), a play on localhost that uses FQCN names only:
   the module gpudirect.rdma.gpudirect_facts (it only reads, and works without GPUs), the
@@ -130,20 +134,38 @@ def test_tarball_holds_roles_playbooks_and_plugins(built):
     for required in ("LICENSE", "README.md", "meta/runtime.yml", "playbooks/site.yml",
                      "roles/pcie_acs/tasks/plan.yml", "plugins/modules/gpudirect_facts.py",
                      "plugins/module_utils/gpudirect_pcie_acs.py", "plugins/filter/gpudirect_input_rules.py",
-                     "plugins/callback/gpudirect_left_behind.py"):
+                     "plugins/callback/gpudirect_left_behind.py", "plugins/doc_fragments/gpudirect_attributes.py"):
         assert required in names, required
+    assert any(n.startswith("tests/sanity/ignore-") for n in names), sorted(n for n in names if n.startswith("tests"))
     library = sorted(f for f in os.listdir(os.path.join(ROOT, "library")) if f.endswith(".py"))
     assert sorted(os.path.basename(n) for n in modules) == library
-    assert not any(n.startswith(("tests/", "molecule/", "inventory/", "scripts/", ".venv/", "library/",
-                                 "module_utils/", "filter_plugins/")) for n in names), sorted(names)[:20]
+    assert not any(n.startswith(("molecule/", "inventory/", "scripts/", ".venv/", "library/", "module_utils/",
+                                 "filter_plugins/", "doc_fragments/")) for n in names), sorted(names)[:20]
+    assert not any(n.startswith("tests/") and not n.startswith("tests/sanity") for n in names), \
+        sorted(n for n in names if n.startswith("tests/"))
     # the staged modules import the collection's module_utils, none the playbook-repo names
     for n, text in modules.items():
         assert "from ansible.module_utils.gpudirect_" not in text, n
         assert "from ansible.module_utils import gpudirect_" not in text, n
     assert "from ansible_collections.gpudirect.rdma.plugins.module_utils.gpudirect_pcie_acs import" in \
         modules["plugins/modules/pcie_acs.py"]
+    # the doc fragments of the project, by the collection's names
+    assert "  - gpudirect.rdma.gpudirect_attributes.read_only\n" in modules["plugins/modules/nvidia_driver_plan.py"]
+    for n, text in modules.items():
+        assert "  - gpudirect_attributes" not in text, n
     # ... and the repository's own files stay as they are
     assert before == after
+
+
+def test_ansible_doc_resolves_the_doc_fragments_of_the_installed_collection(installed):
+    tmp, collections = installed
+    env = _clean_env(tmp, ANSIBLE_COLLECTIONS_PATH=str(collections))
+    proc = _run([os.path.join(BIN, "ansible-doc"), "-t", "module", "--json", FQCN + ".nvidia_driver_plan"],
+                tmp, env, "ansible-doc of the installed collection's module")
+    attributes = json.loads(proc.stdout)[FQCN + ".nvidia_driver_plan"]["doc"]["attributes"]
+    assert attributes["check_mode"]["support"] == "full", attributes
+    assert attributes["diff_mode"]["support"] == "none", attributes
+    assert attributes["platform"]["platforms"] == "linux", attributes
 
 
 def test_fqcn_play_runs_module_filter_and_role_from_the_installed_collection(installed):

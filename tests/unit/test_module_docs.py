@@ -99,6 +99,9 @@ def test_ansible_doc_reads_the_module(name, tmp_path):
     env = dict(os.environ)
     for var in ("ANSIBLE_CONFIG", "ANSIBLE_LIBRARY", "ANSIBLE_DOC_FRAGMENT_PLUGINS"):
         env.pop(var, None)
+    # the shared attribute blocks (extends_documentation_fragment: gpudirect_attributes...), which
+    # ./ansible.cfg's doc_fragment_plugins names for runs from the checkout
+    env["ANSIBLE_DOC_FRAGMENT_PLUGINS"] = os.path.join(ROOT, "doc_fragments")
     env["ANSIBLE_NOCOLOR"] = "1"
     proc = subprocess.run([ANSIBLE_DOC, "-M", LIBRARY, "-t", "module", "--json", name],
                           cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
