@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every test of the project, as CI does (.ci/run calls this):
 #   static   yamllint --strict, ansible-lint (production profile, offline),
+#            `ansible-test sanity` on the built collection (scripts/sanity.sh),
 #            ansible-playbook --syntax-check of every playbook
 #   unit     pytest on modules and filters with real captured outputs
 #   container Molecule scenarios `default` (site.yml), `os_release_pin`
@@ -54,6 +55,8 @@ export GPUDIRECT_VM_SMP=${GPUDIRECT_VM_SMP:-1}
 stage_static() {
   yamllint --strict . || return 1
   ansible-lint --offline --profile production || return 1
+  # validate-modules, yamllint of the docs, import, compile ... on the collection as built
+  scripts/sanity.sh || return 1
   local pbs=(site.yml playbooks/*.yml) pb rc=0
   # One ansible-playbook process loads every playbook in turn (each play with its
   # own base directory, as separate runs would): 14 Python start-ups and plugin
