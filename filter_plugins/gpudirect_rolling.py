@@ -14,6 +14,12 @@
     playbooks/rolling.yml and kernel_update.yml, before each batch: whether the campaign's
     budgets (gpudirect_rolling_max_failed_nodes, gpudirect_rolling_max_out_of_service) let
     it drain this batch ({stop, reason, failed, out_before}).
+``hosts_all | gpudirect_rolling_drain_ahead(hostvars, alive, batch)``
+    roles/gpudirect_drain tasks/drain_ahead.yml, in each batch: the nodes to drain now,
+    ahead of their batch (gpudirect_rolling_lookahead), within the out-of-service budget.
+``hosts | gpudirect_rolling_order(hostvars)``
+    playbooks/rolling.yml and kernel_update.yml: the batch order, by name, or idle nodes
+    first with gpudirect_rolling_idle_first.
 ``settings | gpudirect_drain_protection``
     roles/gpudirect_drain tasks/drain.yml: what one node's drain settings (a dict of the
     knobs) lack to drain it before a disruption (list of str, empty when protected).
@@ -95,6 +101,22 @@ def gpudirect_drain_protection(settings):
         raise AnsibleFilterError("gpudirect_drain_protection: %s" % exc)
 
 
+def gpudirect_rolling_drain_ahead(hosts_all, hostvars, alive, batch_hosts):
+    try:
+        count = _ROLLING.play_setting(list(hosts_all), hostvars, "gpudirect_rolling_lookahead")
+        max_out = _ROLLING.play_setting(list(hosts_all), hostvars, "gpudirect_rolling_max_out_of_service")
+        return _ROLLING.drain_ahead(list(hosts_all), hostvars, list(alive), list(batch_hosts), count, max_out)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_rolling_drain_ahead: %s" % exc)
+
+
+def gpudirect_rolling_order(hosts, hostvars):
+    try:
+        return _ROLLING.order(list(hosts), hostvars)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gpudirect_rolling_order: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -103,6 +125,8 @@ class FilterModule(object):
             "gpudirect_plan_disruption": gpudirect_plan_disruption,
             "gpudirect_reboot_disruption": gpudirect_reboot_disruption,
             "gpudirect_rolling_budget": gpudirect_rolling_budget,
+            "gpudirect_rolling_drain_ahead": gpudirect_rolling_drain_ahead,
+            "gpudirect_rolling_order": gpudirect_rolling_order,
             "gpudirect_rolling_setting": gpudirect_rolling_setting,
             "gpudirect_rolling_unprotected": gpudirect_rolling_unprotected,
         }

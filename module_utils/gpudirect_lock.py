@@ -192,7 +192,9 @@ def report_rows(hostvars, hosts_all, hosts_alive, final=False, stopped=()):
     ones with their resume command, the others as not drained; a node that is gone
     without a recorded failure became unreachable (a rescue records every failure).
     Nodes of batches that never ran have nothing recorded: they are listed only when
-    ``final`` (the run is over) and some node failed or was left drained, as not reached.
+    ``final`` (the run is over) and some node failed or was left drained, as not reached; a
+    node drained ahead of its batch (``gpudirect_drain_drained`` without a stage) that the run
+    never reached is named whenever ``final``, with its resume command.
     With ``final`` (a later play, whose ``ansible_play_hosts`` still lists the nodes lost
     in an earlier one), a node that started a stage (``gpudirect_drain_stage``) but never
     finished its batch's report (``__gpudirect_drain_batch_done``) counts as lost too.
@@ -202,7 +204,7 @@ def report_rows(hostvars, hosts_all, hosts_alive, final=False, stopped=()):
     """
     rows = []
     alive = set(hosts_alive)
-    unreached = []
+    unreached, ahead = [], []
     for node in hosts_all:
         try:
             hvars = hostvars[node]
@@ -236,6 +238,14 @@ def report_rows(hostvars, hosts_all, hosts_alive, final=False, stopped=()):
                          % (failure.get("task") or "?", short(failure.get("msg")), notes), "resume_command": "-"})
         elif _get(hvars, "gpudirect_drain_stage") is None and not drained:
             unreached.append(node)
+        elif _get(hvars, "gpudirect_drain_stage") is None:
+            ahead.append((node, resume))
+    # drained ahead of a batch that never came (gpudirect_rolling_lookahead): out of service, though
+    # nothing was changed on it; always named once the run is over
+    if final:
+        rows.extend({"node": node, "reason": "drained ahead of its batch, not reached: the run stopped before it "
+                     "(nothing changed on the node); resume it by hand, or run the playbook again",
+                     "resume_command": resume} for node, resume in ahead)
     if final and rows:
         rows.extend({"node": node, "reason": "not reached: the run stopped before its batch (not drained, "
                      "not changed); run the playbook again", "resume_command": "-"} for node in unreached)

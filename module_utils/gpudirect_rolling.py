@@ -30,6 +30,16 @@ disruptive change, and the batch settings of the one play that disrupts them.
     no jobs (``gpudirect_drain_nodes_run_no_jobs``). Empty: every disruption is
     drained first. The plays refuse the whole run before any change otherwise.
 
+``drain_ahead(hosts_all, hostvars, alive, batch_hosts, count, max_out)``
+    The nodes to drain now, ahead of their batch (``gpudirect_rolling_lookahead``): the next
+    ``count`` nodes after the batch, so that their waits for running jobs overlap the
+    batches before them instead of adding up; held back where the out-of-service budget
+    has no room for them.
+
+``order(hosts, hostvars, idle_first)``
+    The rolling play's node order: by name, or (``gpudirect_rolling_idle_first``) the
+    nodes that were idle when the plan pass looked first, each group by name.
+
 ``play_setting(hosts, hostvars, knob)``
     One value of a batch knob for the whole play: ``serial`` and
     ``max_fail_percentage`` are play keywords, which Ansible templates without
@@ -53,6 +63,9 @@ DEFAULTS = {
     # the campaign's budgets (issue #30, outcome 1): None is no budget
     "gpudirect_rolling_max_failed_nodes": None,
     "gpudirect_rolling_max_out_of_service": None,
+    # drain this many nodes ahead of their batch (issue #30, outcome 4): 0 is none
+    "gpudirect_rolling_lookahead": 0,
+    "gpudirect_rolling_idle_first": False,
 }
 
 _PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
@@ -216,7 +229,30 @@ def node_budget(value, name):
                      "budget" % (name, value))
 
 
+def lookahead(value, name="gpudirect_rolling_lookahead"):
+    """gpudirect_rolling_lookahead: a whole number of nodes, 0 or more."""
+    if isinstance(value, bool):
+        raise ValueError("%s=%r must be a whole number of nodes (0 or more), not a boolean" % (name, value))
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int) or value < 0:
+        raise ValueError("%s=%r must be a whole number of nodes, 0 (none: each node is drained at its batch) or more"
+                         % (name, value))
+    return value
+
+
+def idle_first(value, name="gpudirect_rolling_idle_first"):
+    """gpudirect_rolling_idle_first: true or false."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    if not isinstance(value, bool):
+        raise ValueError("%s=%r must be true or false" % (name, value))
+    return value
+
+
 _CHECKS = {
+    "gpudirect_rolling_lookahead": lookahead,
+    "gpudirect_rolling_idle_first": idle_first,
     "gpudirect_rolling_batch": batch,
     "gpudirect_rolling_max_fail_percentage": max_fail_percentage,
     "gpudirect_rolling_max_failed_nodes": node_budget,
@@ -258,17 +294,7 @@ def budget(hosts_all, hostvars, alive, batch_hosts, max_failed=None, max_out=Non
     Returns {"stop": bool, "reason": sentence or "", "failed": [...], "out_before": [...]}.
     """
     batch_set = set(batch_hosts)
-    alive_set = set(alive)
-    failed, out_before = [], []
-    for host in hosts_all:
-        variables = hostvars.get(host, {}) if isinstance(hostvars, dict) else hostvars[host]
-        if _flag(variables, "gpudirect_drain_out_before"):
-            out_before.append(str(host))
-        if host in batch_set or variables.get("gpudirect_drain_stage") is None:
-            continue
-        if host not in alive_set or variables.get("gpudirect_drain_left_drained") \
-                or variables.get("__gpudirect_drain_failure"):
-            failed.append(str(host))
+    failed, out_before, ahead = _out_of_service(hosts_all, hostvars, alive, batch_set)
     total = len(hosts_all)
     cap_failed = _nodes_of(check("gpudirect_rolling_max_failed_nodes", max_failed), total)
     cap_out = _nodes_of(check("gpudirect_rolling_max_out_of_service", max_out), total)
@@ -281,14 +307,104 @@ def budget(hosts_all, hostvars, alive, batch_hosts, max_failed=None, max_out=Non
                    % (len(failed), ", ".join(failed), max_failed, not_touched))
         return out
     if cap_out is not None:
-        down = sorted(set(failed) | set(out_before) | batch_set)
+        down = sorted(set(failed) | set(out_before) | batch_set | set(ahead))
         if len(down) > cap_out:
             out.update(stop=True, reason="the campaign stops before this batch: with it, %d node(s) would be out of "
-                       "service (%d failed or left drained by this run, %d out of service before it: %s; %d in this "
-                       "batch), more than gpudirect_rolling_max_out_of_service=%s allows (%d of %d nodes). %s"
+                       "service (%d failed or left drained by this run, %d out of service before it: %s; %d drained "
+                       "ahead of their batch; %d in this batch), more than gpudirect_rolling_max_out_of_service=%s "
+                       "allows (%d of %d nodes). %s"
                        % (len(down), len(failed), len(out_before), ", ".join(out_before) or "none",
-                          len(batch_set - set(out_before)), max_out, cap_out, total, not_touched))
+                          len(set(ahead) - set(out_before)), len(batch_set - set(out_before) - set(ahead)), max_out,
+                          cap_out, total, not_touched))
     return out
+
+
+def _variables(hostvars, host):
+    return hostvars.get(host, {}) if isinstance(hostvars, dict) else hostvars[host]
+
+
+def _out_of_service(hosts_all, hostvars, alive, batch_set):
+    """``(failed, out_before, ahead)`` over the rolling play's nodes, leaving the batch's own out of
+    ``failed`` and ``ahead``: failed, lost or left drained by this run; out of service before it (as read
+    so far); drained ahead of a batch still to come (``gpudirect_drain_ahead``, not yet started)."""
+    alive_set = set(alive)
+    failed, out_before, ahead = [], [], []
+    for host in hosts_all:
+        variables = _variables(hostvars, host)
+        if _flag(variables, "gpudirect_drain_out_before"):
+            out_before.append(str(host))
+        if host in batch_set:
+            continue
+        if variables.get("gpudirect_drain_stage") is None:
+            if host in alive_set and _flag(variables, "gpudirect_drain_ahead"):
+                ahead.append(str(host))
+            continue
+        if host not in alive_set or variables.get("gpudirect_drain_left_drained") \
+                or variables.get("__gpudirect_drain_failure"):
+            failed.append(str(host))
+    return failed, out_before, ahead
+
+
+def drain_ahead(hosts_all, hostvars, alive, batch_hosts, count, max_out=None):
+    """The nodes to drain now, ahead of their batch (issue #30, outcome 4).
+
+    The window is the ``count`` nodes that follow this batch in the play's order and have not
+    started (``gpudirect_drain_stage`` unset), still in the run. Of those, the ones not drained
+    ahead yet and not out of service before the run are drained now: their waits for running
+    jobs overlap the batches before them. With an out-of-service budget (``max_out``), only as
+    many as it has room for beside the nodes already out (failed, out before the run, drained
+    ahead, this batch); the rest are held back, named, and drained at a later batch.
+
+    Returns ``{"drain": [...], "held_back": [...], "reason": sentence or ""}``.
+    """
+    count = check("gpudirect_rolling_lookahead", count)
+    out = {"drain": [], "held_back": [], "reason": ""}
+    if count == 0:
+        return out
+    order = [str(h) for h in hosts_all]
+    batch_set = set(str(h) for h in batch_hosts)
+    alive_set = set(str(h) for h in alive)
+    positions = [order.index(h) for h in batch_set if h in order]
+    after = order[max(positions) + 1:] if positions else order
+    window = [h for h in after if h in alive_set and h not in batch_set
+              and _variables(hostvars, h).get("gpudirect_drain_stage") is None][:count]
+    failed, out_before, ahead = _out_of_service(order, hostvars, alive_set, batch_set)
+    wanted = [h for h in window if h not in ahead and h not in out_before]
+    cap_out = _nodes_of(check("gpudirect_rolling_max_out_of_service", max_out), len(order))
+    if cap_out is not None:
+        down = set(failed) | set(out_before) | set(ahead) | batch_set
+        room = max(cap_out - len(down), 0)
+        if len(wanted) > room:
+            out["held_back"] = wanted[room:]
+            out["reason"] = ("%s held back from draining ahead: %d node(s) are out of service already (failed, out "
+                             "before the run, drained ahead, this batch) and gpudirect_rolling_max_out_of_service=%s "
+                             "allows %d; drained at their own batch instead"
+                             % (", ".join(out["held_back"]), len(down), max_out, cap_out))
+            wanted = wanted[:room]
+    out["drain"] = wanted
+    return out
+
+
+def order(hosts, hostvars, first_idle=None):
+    """The rolling play's nodes in batch order: by name; with ``gpudirect_rolling_idle_first`` (read from
+    the nodes when ``first_idle`` is None), those the plan pass found idle (``gpudirect_drain_idle_now``)
+    first, so that the first batches wait least, each group by name."""
+    if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
+        raise ValueError("expected a list of host names, got %s" % type(hosts).__name__)
+    names = sorted(str(h) for h in hosts)
+    wanted = play_setting(names, hostvars, "gpudirect_rolling_idle_first") if first_idle is None \
+        else check("gpudirect_rolling_idle_first", first_idle)
+    if not wanted:
+        return names
+    idle = []
+    for name in names:
+        try:
+            variables = hostvars[name]
+        except KeyError:
+            variables = {}
+        if _flag(variables, "gpudirect_drain_idle_now"):
+            idle.append(name)
+    return idle + [n for n in names if n not in idle]
 
 
 def play_setting(hosts, hostvars, knob, override=None, override_name=None):

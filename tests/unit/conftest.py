@@ -105,10 +105,12 @@ def argument_spec_of(module, monkeypatch):
 
 def host_pattern(hosts):
     """The host pattern of a play's ``hosts:``, plain (``gpu_nodes``) or through the
-    project's filter (``"{{ groups | gpudirect_hosts('gpu_nodes:!gpudirect_disrupt') }}"``)."""
+    project's filter (``"{{ groups | gpudirect_hosts('gpu_nodes:!gpudirect_disrupt') }}"``),
+    maybe ordered by ``gpudirect_rolling_order(hostvars | default({}))``."""
     import re
 
-    found = re.fullmatch(r"\{\{ groups \| gpudirect_hosts\('([^']+)'\) \}\}", hosts)
+    found = re.fullmatch(r"\{\{ groups \| gpudirect_hosts\('([^']+)'\)"
+                         r"(?: \| gpudirect_rolling_order\(hostvars \| default\(\{\}\)\))? \}\}", hosts)
     return found.group(1) if found else hosts
 
 

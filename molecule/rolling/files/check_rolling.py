@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check the rolling scenario's fake-scheduler log and play output (issue #13, "How it is checked").
 
-    check_rolling.py LOG OUTPUT CHECK_LOG [LOSE_LOG LOSE_OUTPUT [UNREACH_LOG UNREACH_OUTPUT]]
+    check_rolling.py LOG OUTPUT CHECK_LOG [LOSE_LOG LOSE_OUTPUT [UNREACH_LOG UNREACH_OUTPUT [AHEAD_LOG AHEAD_OUTPUT]]]
 
 LOG is the real run's log, OUTPUT its ansible-playbook output, CHECK_LOG the log of the
 --check run before it; LOSE_LOG and LOSE_OUTPUT those of the "lose" run (batches of 2,
@@ -9,7 +9,9 @@ every verification passing, roll1 made unreachable right after its disruptive st
 UNREACH_LOG and UNREACH_OUTPUT those of the "unreach" run (batches of 1, every verification
 passing, roll3 made unreachable right after its disruptive step: its batch is lost whole, so
 Ansible ends the run before any drain report names it and the callback
-callback_plugins/gpudirect_left_behind.py must print the table).
+callback_plugins/gpudirect_left_behind.py must print the table); AHEAD_LOG and AHEAD_OUTPUT those
+of the "ahead" run (batches of 1, every verification passing, gpudirect_rolling_lookahead 1,
+jobs of 8 s on roll1, roll3 and roll4).
 Prints one line per broken promise and exits 1 when there is any.
 The expectations are the scenario's (molecule/rolling/rolling.yml): roll1 is changed and
 passes, roll2 needs nothing, roll3 is changed and fails verification, roll4 comes after
@@ -156,6 +158,43 @@ def unreach_problems(log_text, output):
     return found
 
 
+def ahead_problems(log_text, output):
+    """The "ahead" run (issue #30 outcome 4): each next node is drained while the batch before it works."""
+    events = parse(log_text)
+    found = []
+
+    def of(node, event):
+        return [e[0] for e in events if e[2] == node and e[1] == event]
+
+    for before, node in ((PASS, FAIL), (FAIL, LATER)):
+        drains, starts, resumed = of(node, "drain"), of(node, "start"), of(before, "resume")
+        if len(drains) != 1:
+            found.append("ahead run: %s was drained %d times, not once (ahead of its batch, then not again)"
+                         % (node, len(drains)))
+            continue
+        if not starts or not resumed or not drains[0] < min(starts) or not drains[0] < resumed[0]:
+            found.append("ahead run: %s was not drained while %s's batch worked (drain %s, %s resumed %s, %s's "
+                         "batch started %s)" % (node, before, drains, before, resumed, node, starts))
+    # roll3's 8 s job ran out during roll1's batch, which itself waited 8 s for its job
+    if of(FAIL, "busy"):
+        found.append("ahead run: the wait at %s's batch still saw its job (%d busy checks): the waits added up"
+                     % (FAIL, len(of(FAIL, "busy"))))
+    if not of(PASS, "busy"):
+        found.append("ahead run: %s's own wait never saw its job (the run did not wait for it)" % PASS)
+    for node in (PASS, FAIL, LATER):
+        if not of(node, "resume"):
+            found.append("ahead run: %s passed but was not resumed" % node)
+    if of(CALM, "drain"):
+        found.append("ahead run: %s needs no change but was drained ahead" % CALM)
+    for node in (PASS, FAIL, LATER):
+        for when, _, _, detail in [e for e in events if e[2] == node and e[1] == "disrupt"]:
+            if "job=yes" in detail:
+                found.append("ahead run: %s was disrupted at %.3f while its job ran" % (node, when))
+    if "draining ahead of their batch: %s" % FAIL not in output:
+        found.append("ahead run: the output does not say that %s is drained ahead" % FAIL)
+    return found
+
+
 def main(argv):
     texts = []
     for path in argv[1:]:
@@ -166,6 +205,8 @@ def main(argv):
         found += lose_problems(*texts[3:5])
     if len(texts) >= 7:
         found += unreach_problems(*texts[5:7])
+    if len(texts) >= 9:
+        found += ahead_problems(*texts[7:9])
     for line in found:
         print(line)
     print("%d problem(s)" % len(found))
