@@ -51,7 +51,7 @@ description:
     devices and the rdma-core release needed (rdma_topo first shipped in rdma-core 61.0).
 version_added: "1.0.0"
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   mode:
     description:
@@ -159,6 +159,7 @@ attributes:
       (<bits>)), before and after (in check mode, the value that would be written); bridges whose ACS state
       is unknown appear on both sides as C(ACSCtl unknown (<reason>)).
   platform:
+    support: full
     platforms: linux
     description: Linux sysfs.
 notes:
