@@ -201,7 +201,7 @@ def _project(tmp_path):
     return root
 
 
-def _run(root, hostvars, extra=None):
+def _run(root, hostvars, extra=None, args=()):
     lines = ["all:", "  children:", "    gpu_nodes:", "      hosts:"]
     for node in NODES:
         # drain hooks as a cluster sets them (the stand-in drain role runs none): the refusal
@@ -215,6 +215,7 @@ def _run(root, hostvars, extra=None):
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "hosts.yml", "site.yml"]
     for key, value in (extra or {}).items():
         argv += ["-e", "%s=%s" % (key, value)]
+    argv += list(args)
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     events = [(m.group(1), m.group(2)) for m in re.finditer(r'"msg": "EVENT (\S+) ?(.*)"', proc.stdout)]
