@@ -22,6 +22,7 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 from ansible.module_utils.gpudirect_topo_matrix import gpudirect_distance_verdict  # noqa: E402
 from ansible.module_utils import gpudirect_limits as _limits  # noqa: E402
 from ansible.module_utils import gpudirect_secure_boot as _secure_boot  # noqa: E402
+from ansible.module_utils import gpudirect_nvlink as _nvlink  # noqa: E402
 
 from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
 
@@ -129,6 +130,21 @@ def gpudirect_findings(facts, max_distance="SYS", reboot_reasons=None, signing_c
 
     for severity, message in _secure_boot.findings(facts.get("secure_boot"), signing_configured):
         add(severity, "signing", message)
+
+    # bad, not fatal: the driver stage installs and starts the fabric manager (and NVLSM) that
+    # bring it up; verification then fails a GPU still off its fabric
+    nvlink = facts.get("nvlink") or {}
+    fabric = _nvlink.judge_fabric(facts.get("gpus") or [], bool(nvlink.get("fabric_available")),
+                                  nvlink.get("fabric_reason") or nvlink.get("reason"))
+    if fabric["status"] == "failed":
+        add("bad", "nvlink_fabric", "%s: CUDA cannot start on those GPUs until it is; %s"
+            % (fabric["reason"], _nvlink.FABRIC_FIX))
+
+    imex = facts.get("imex") or {}
+    if imex.get("installed") and imex.get("problems"):
+        add("warn", "imex", "the IMEX domain is not whole (%s): multi-node NVLink memory sharing fails for jobs that "
+            "span the missing nodes; every node of nvidia_driver_imex_nodes must run nvidia-imex with the same list"
+            % "; ".join(imex["problems"][:4]))
 
     for warning in facts.get("warnings") or []:
         add("info", "facts", warning)

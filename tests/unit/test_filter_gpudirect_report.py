@@ -230,3 +230,41 @@ def test_unknown_acs_on_the_path_is_never_shown_as_clear():
     assert "0000:02:10.0" in found[0]["message"] and reason in found[0]["message"]
     line = next(line for line in report.gpudirect_preflight_report(data, "node1") if " PIX " in line)
     assert "UNKNOWN (ACS state unknown on 0000:02:10.0: %s)" % reason in line and "clear" not in line
+
+
+def _h200x2_facts():
+    """The facts the role read on the lent 2x H200 machine (tests/fixtures/gpu_node/h200x2): both GPUs on an
+    NVLink fabric at Completed/Success."""
+    import json
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "gpu_node", "h200x2", "gpudirect_facts.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    return data.get("ansible_facts", {}).get("gpudirect", data.get("gpudirect", data))
+
+
+def test_a_gpu_off_its_nvlink_fabric_is_a_preflight_finding_with_the_fix():
+    real = _h200x2_facts()
+    assert not [f for f in report.gpudirect_findings(real) if f["check"] == "nvlink_fabric"]
+    broken = copy.deepcopy(real)
+    # what a GPU whose fabric manager is missing reports (siderolabs/extensions pull request 717: "An `In
+    # Progress` state indicates that the GPU is being registered and FabricManager is likely not running")
+    broken["gpus"][1]["fabric"]["state"] = "In Progress"
+    broken["gpus"][1]["fabric"]["status"] = "N/A"
+    found = [f for f in report.gpudirect_findings(broken) if f["check"] == "nvlink_fabric"]
+    assert [f["severity"] for f in found] == ["bad"]
+    assert "1 of 2 GPU(s) on the NVLink fabric are not Completed/Success: 0000:00:07.0: State In Progress" \
+        in found[0]["message"]
+    assert "nvidia-fabricmanager" in found[0]["message"] and "nvlsm" in found[0]["message"]
+
+
+def test_an_imex_domain_that_is_not_whole_is_a_warning_and_shown():
+    imex = {"installed": True, "reason": None, "domain_state": "DOWN",
+            "nodes": [{"index": 0, "address": "10.0.0.1", "state": "READY", "version": ""},
+                      {"index": 1, "address": "10.0.0.2", "state": "UNAVAILABLE", "version": ""}],
+            "problems": ["Domain State DOWN (UP wanted)", "node #1 10.0.0.2 is UNAVAILABLE"]}
+    found = [f for f in report.gpudirect_findings(facts(imex=imex)) if f["check"] == "imex"]
+    assert [f["severity"] for f in found] == ["warn"] and "node #1 10.0.0.2 is UNAVAILABLE" in found[0]["message"]
+    lines = report.gpudirect_preflight_report(facts(imex=imex), "node1")
+    assert "  IMEX       domain DOWN, 1/2 nodes READY: Domain State DOWN (UP wanted); node #1 10.0.0.2 is UNAVAILABLE" \
+        in lines
