@@ -102,3 +102,34 @@ def test_site_tags_each_stage_with_the_filters_name_and_the_safety_plays_always(
         assert tags["playbooks/%s.yml" % always] == ["always"], always
     # every import is tagged: an untagged play would run only in untagged runs
     assert all(tags.values()), tags
+
+
+def _plays(path):
+    with open(path) as handle:
+        return [play for play in yaml.safe_load(handle) if "hosts" in play]
+
+
+def test_every_play_passes_the_proxy_knob_as_its_environment():
+    """gpudirect_proxy_env reaches every play of the playbooks; the fleet lock play checks it instead."""
+    for name in sorted(os.listdir(os.path.join(ROOT, "playbooks"))):
+        if not name.endswith(".yml"):
+            continue
+        for play in _plays(os.path.join(ROOT, "playbooks", name)):
+            if name == "fleet_lock.yml":
+                assert "environment" not in play
+            else:
+                assert play.get("environment") == "{{ gpudirect_proxy_env | default({}) }}", (name, play["name"])
+
+
+@pytest.mark.parametrize("value", ['"http://proxy.example:3128"', '{"http_proxy": 3128}'])
+def test_a_bad_proxy_knob_stops_the_run_before_anything(project, value):
+    proc, events = _run(project, FLEET, args=["-e", '{"gpudirect_proxy_env": %s}' % value])
+    assert proc.returncode != 0
+    assert "gpudirect_proxy_env must be a mapping of environment variable names to strings" in proc.stdout
+    assert events == [], events
+
+
+def test_a_proxy_mapping_runs(project):
+    proc, events = _run(project, FLEET, args=["-e", '{"gpudirect_proxy_env": {"https_proxy": "http://proxy.example:3128"}}'])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _of(events, "n2")[-3:] == ["verify", "record", "unlock"]
