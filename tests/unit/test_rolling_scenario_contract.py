@@ -45,7 +45,8 @@ def test_the_scenario_calls_the_drain_role_as_the_rolling_play_does():
     real = _rolling_play(_plays("playbooks", "rolling.yml"))
     lean = _rolling_play(_plays("molecule", "rolling", "rolling.yml"))
     real_calls, lean_calls = _flatten(_drain_calls(real["tasks"])), _flatten(_drain_calls(lean["tasks"]))
-    assert real_calls == ["block:budget", "block:lock", "block:drain", "rescue:failed", "resume", "unlock", "report"]
+    assert real_calls == ["block:budget", "block:drain_ahead", "block:lock", "block:drain", "rescue:failed", "resume",
+                          "unlock", "report"]
     assert lean_calls == real_calls
 
 
