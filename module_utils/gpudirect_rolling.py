@@ -355,6 +355,9 @@ def drain_ahead(hosts_all, hostvars, alive, batch_hosts, count, max_out=None):
     many as it has room for beside the nodes already out (failed, out before the run, drained
     ahead, this batch); the rest are held back, named, and drained at a later batch.
 
+    A node of the window without the drain settings the plan pass rendered for it
+    (``gpudirect_drain_rendered``) is drained at its own batch, and the reason says so.
+
     Returns ``{"drain": [...], "held_back": [...], "reason": sentence or ""}``.
     """
     count = check("gpudirect_rolling_lookahead", count)
@@ -370,16 +373,22 @@ def drain_ahead(hosts_all, hostvars, alive, batch_hosts, count, max_out=None):
               and _variables(hostvars, h).get("gpudirect_drain_stage") is None][:count]
     failed, out_before, ahead = _out_of_service(order, hostvars, alive_set, batch_set)
     wanted = [h for h in window if h not in ahead and h not in out_before]
+    # the node's own drain settings, rendered for it by the plan pass (gpudirect_drain render)
+    unplanned = [h for h in wanted if not _variables(hostvars, h).get("gpudirect_drain_rendered")]
+    wanted = [h for h in wanted if h not in unplanned]
+    if unplanned:
+        out["reason"] = ("%s drained at their own batch: this run's plan pass did not keep their drain settings "
+                         "(gpudirect_drain_rendered)" % ", ".join(unplanned))
     cap_out = _nodes_of(check("gpudirect_rolling_max_out_of_service", max_out), len(order))
     if cap_out is not None:
         down = set(failed) | set(out_before) | set(ahead) | batch_set
         room = max(cap_out - len(down), 0)
         if len(wanted) > room:
             out["held_back"] = wanted[room:]
-            out["reason"] = ("%s held back from draining ahead: %d node(s) are out of service already (failed, out "
-                             "before the run, drained ahead, this batch) and gpudirect_rolling_max_out_of_service=%s "
-                             "allows %d; drained at their own batch instead"
-                             % (", ".join(out["held_back"]), len(down), max_out, cap_out))
+            out["reason"] = "; ".join(r for r in (out["reason"], (
+                "%s held back from draining ahead: %d node(s) are out of service already (failed, out before the "
+                "run, drained ahead, this batch) and gpudirect_rolling_max_out_of_service=%s allows %d; drained at "
+                "their own batch instead" % (", ".join(out["held_back"]), len(down), max_out, cap_out))) if r)
             wanted = wanted[:room]
     out["drain"] = wanted
     return out

@@ -11,8 +11,12 @@ from ansible.module_utils import gpudirect_rolling as rolling
 NODES = ["n%02d" % i for i in range(1, 9)]
 
 
+RENDERED = {"command": ["drain"], "state_command": [], "resume_command": ["resume"], "delegate_to": "localhost",
+            "left_drained_file": "/var/lib/gpudirect/left-drained.json", "out_of_service_pattern": "drain"}
+
+
 def hv(**per_node):
-    out = {n: {} for n in NODES}
+    out = {n: {"gpudirect_drain_rendered": RENDERED} for n in NODES}
     for node, variables in per_node.items():
         out[node].update(variables)
     return out
@@ -100,3 +104,12 @@ def test_a_node_drained_ahead_that_the_run_never_reached_is_named_with_its_resum
                      "changed); run the playbook again", "resume_command": "-"}]
     # between batches it is not a row: its batch is still to come
     assert lock.report_rows(variables, hosts, hosts, final=False) == []
+
+
+def test_a_node_the_plan_pass_did_not_render_is_drained_at_its_own_batch_and_named():
+    variables = hv()
+    del variables["n03"]["gpudirect_drain_rendered"]
+    out = rolling.drain_ahead(NODES, variables, NODES, ["n02"], 2)
+    assert out["drain"] == ["n04"]
+    assert out["reason"] == ("n03 drained at their own batch: this run's plan pass did not keep their drain settings "
+                             "(gpudirect_drain_rendered)")
