@@ -155,6 +155,24 @@ class FactsCollector(object):
     def _run(self, args):
         return self.runner.run_command(args, environ_update=dict(C_LOCALE))
 
+    def _tool_output(self, argv, what=None):
+        """``(stdout, None)`` of a command that succeeded, ``(None, reason)`` of one that did not: the reason
+        names it (``what``, else the command without its path), its exit status and the start of its output."""
+        rc, stdout, stderr = self._run(argv)
+        if rc == 0:
+            return stdout, None
+        what = what or " ".join([os.path.basename(argv[0])] + list(argv[1:]))
+        return None, "%s failed (rc=%s): %s" % (what, rc, " ".join((stderr or stdout or "").split())[:200])
+
+    def _parsed(self, label, parse, text, errors):
+        """``(parse(text), None)``, or ``(None, reason)`` for output ``parse`` cannot read, also kept as a
+        warning of the facts (``<label>: <reason>``)."""
+        try:
+            return parse(text), None
+        except errors as exc:
+            self.warn("%s: %s" % (label, exc))
+            return None, str(exc)
+
     def section(self, name, func, default):
         try:
             return func()
@@ -371,16 +389,9 @@ class FactsCollector(object):
         smi_path = self._bin("nvidia-smi")
         by_index = dict((g["index"], g) for g in gpus if g.get("index") is not None)
 
-        rc, stdout, stderr = self._run([smi_path, "nvlink", "-s"])
-        if rc != 0:
-            out["reason"] = "nvidia-smi nvlink -s failed (rc=%s): %s" % (rc, " ".join((stderr or stdout or "").split())[:200])
-        else:
-            try:
-                links = parse_nvlink_status(stdout)
-            except NvlinkParseError as exc:
-                out["reason"] = str(exc)
-                self.warn("nvlink: %s" % exc)
-                links = {}
+        stdout, out["reason"] = self._tool_output([smi_path, "nvlink", "-s"])
+        if stdout is not None:
+            links, out["reason"] = self._parsed("nvlink", parse_nvlink_status, stdout, NvlinkParseError)
             if links:
                 out["available"] = True
                 for index, state in links.items():
@@ -392,16 +403,11 @@ class FactsCollector(object):
                 out["reason"] = "nvidia-smi nvlink -s listed no GPU: %s" % (" ".join((stdout or "").split())[:200]
                                                                            or "empty output")
 
-        rc, stdout, stderr = self._run([smi_path, "-q"])
-        if rc != 0:
-            out["fabric_reason"] = "nvidia-smi -q failed (rc=%s): %s" % (
-                rc, " ".join((stderr or stdout or "").split())[:200])
+        stdout, out["fabric_reason"] = self._tool_output([smi_path, "-q"])
+        if stdout is None:
             return out
-        try:
-            fabric = parse_fabric(stdout)
-        except NvlinkParseError as exc:
-            out["fabric_reason"] = str(exc)
-            self.warn("fabric: %s" % exc)
+        fabric, out["fabric_reason"] = self._parsed("fabric", parse_fabric, stdout, NvlinkParseError)
+        if out["fabric_reason"]:
             return out
         if not fabric:
             out["fabric_reason"] = "nvidia-smi -q has no Fabric section (a driver older than r550)"
@@ -423,16 +429,11 @@ class FactsCollector(object):
             out["reason"] = "nvidia-imex-ctl is not installed (no IMEX on this node)"
             return out
         out["installed"] = True
-        rc, stdout, stderr = self._run([path, "-N"])
-        if rc != 0:
-            out["reason"] = "nvidia-imex-ctl -N failed (rc=%s): %s" % (
-                rc, " ".join((stderr or stdout or "").split())[:200])
+        stdout, out["reason"] = self._tool_output([path, "-N"], "nvidia-imex-ctl -N")
+        if stdout is None:
             return out
-        try:
-            status = parse_imex_ctl(stdout)
-        except ValueError as exc:
-            out["reason"] = str(exc)
-            self.warn("imex: %s" % exc)
+        status, out["reason"] = self._parsed("imex", parse_imex_ctl, stdout, ValueError)
+        if out["reason"]:
             return out
         out.update(domain_state=status["domain_state"], nodes=status["nodes"],
                    problems=imex_verdict(status)["problems"])

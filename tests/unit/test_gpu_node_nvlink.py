@@ -157,3 +157,50 @@ def test_nodes_without_nvidia_smi_or_nvlink_keep_working(tmp_path):
     assert "CliqueId 'zero' is not a number" in facts["nvlink"]["fabric_reason"]
     assert any(w.startswith("fabric: ") for w in facts["warnings"])
     assert all(g["nvlink"] is None and g["fabric"] is None for g in facts["gpus"])
+
+
+class ImexRunner(SmiRunner):
+    """nvidia-smi as on the 2x H200 machine, and nvidia-imex-ctl answering -N with ``imex``."""
+
+    def __init__(self, answers, imex):
+        SmiRunner.__init__(self, answers)
+        self.imex = imex
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        if name == "nvidia-imex-ctl":
+            return "/usr/bin/nvidia-imex-ctl"
+        return SmiRunner.get_bin_path(self, name, required, opt_dirs)
+
+    def run_command(self, args, environ_update=None, **kwargs):
+        if args[0] == "/usr/bin/nvidia-imex-ctl":
+            self.calls.append(args)
+            return self.imex
+        return SmiRunner.run_command(self, args, environ_update, **kwargs)
+
+
+def _imex_facts(tmp_path, imex):
+    runner = ImexRunner({"--format=csv,noheader,nounits": (0, query_csv(), ""),
+                         "nvlink": (0, read(H200X2_CAPTURE, "nvidia-smi-nvlink-s.txt"), ""),
+                         "-q": (0, read(H200X2_CAPTURE, "nvidia-smi-q.txt"), "")}, imex)
+    return gpudirect_facts.gather_facts(two_h200(tmp_path).root, runner, kernel_log=False, live=True), runner
+
+
+def test_the_collector_reads_the_imex_domain(tmp_path):
+    """nvidia-imex-ctl -N of a real GB200 NVL72 (tests/fixtures/imex/README.md names the source)."""
+    text = read(os.path.join(PROJECT_FIXTURES, "imex"), "ctl-N-gb200-18-nodes-570.172.txt")
+    facts, runner = _imex_facts(tmp_path, (0, text, ""))
+    assert ["/usr/bin/nvidia-imex-ctl", "-N"] in runner.calls
+    imex = facts["imex"]
+    assert imex["installed"] and imex["reason"] is None and imex["domain_state"] == "UP"
+    assert len(imex["nodes"]) == 18 and imex["problems"] == []
+    assert "  IMEX       domain UP, 18/18 nodes READY" in report.gpudirect_preflight_report(facts, "gb200")
+
+
+def test_imex_that_does_not_answer_or_prints_garbage_is_a_reason(tmp_path):
+    facts, _ = _imex_facts(tmp_path, (1, "", "Unable to connect to the IMEX daemon"))
+    assert facts["imex"]["reason"] == "nvidia-imex-ctl -N failed (rc=1): Unable to connect to the IMEX daemon"
+    assert "  IMEX       not read (nvidia-imex-ctl -N failed (rc=1): Unable to connect to the IMEX daemon)" in \
+        report.gpudirect_preflight_report(facts, "gb200")
+    facts, _ = _imex_facts(tmp_path / "again", (0, "no table here\n", ""))
+    assert facts["imex"]["reason"].startswith("nvidia-imex-ctl -N: no 'Nodes:' block")
+    assert any(w.startswith("imex: ") for w in facts["warnings"])
