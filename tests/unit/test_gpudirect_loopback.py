@@ -342,6 +342,23 @@ def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, run_module
     assert node.calls == []
 
 
+def test_size_of_the_whole_gpu_memory_passes_the_guard(env, monkeypatch, run_module):
+    """The other side of the guard above: exactly the board's 1024 MiB is not refused, the
+    helper is built and run with that size (a guard off by one, or one that refused every
+    size near the memory, would fail here)."""
+    node = Node(monkeypatch)
+    facts = load_facts(H200_FACTS)
+    facts["rdma_devices"] = vm_facts()["rdma_devices"]
+    for gpu in facts["gpus"]:
+        gpu["memory_total_mib"] = 1024
+    rxe_sysfs(env["root"])
+    size = 1024 * (1 << 20)
+    result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
+                                              "size": size, "helper_dir": env["helper_dir"], "source": env["source"]})
+    assert (result.get("diagnosis") or {}).get("code") != "size_exceeds_gpu_memory", result
+    assert node.helpers() and any(str(size) in arg for arg in node.helpers()[0]), node.calls
+
+
 def test_port_down_from_live_sysfs(env, monkeypatch, run_module):
     node = Node(monkeypatch)
     rxe_sysfs(env["root"], state="1: DOWN")
