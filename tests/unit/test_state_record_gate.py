@@ -7,7 +7,10 @@ The role keeps its record under /var/lib/gpudirect/ (its validation refuses othe
 these runs are in check mode, which writes nothing: the record task reports ``changed`` (it
 would write) or is skipped, and the role says why no record is written."""
 
+import os
 import re
+import shutil
+import uuid
 
 import pytest
 
@@ -76,3 +79,39 @@ def test_a_failed_in_service_check_writes_nothing_even_with_an_earlier_record(tm
                        gpudirect_state_recorded_at="2026-11-20T10:00:00Z")
     assert did == "skipping"
     assert "verification did not pass in this run (failed)" in out
+
+
+# The same gate with the record really written (this machine runs the tests as root): a path
+# of the test's own under /var/lib/gpudirect/, as the role requires, removed after the run.
+@pytest.fixture
+def own_record_path():
+    folder = "/var/lib/gpudirect/unit-record-%s" % uuid.uuid4().hex
+    try:
+        yield os.path.join(folder, "converged.json")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert not os.path.exists(folder)
+
+
+def _record_for_real(tmp_path, path, **facts):
+    extra = dict({"gpudirect_state_inputs": {"digest": "0" * 64}, "gpudirect_state_record_path": path,
+                  "gpudirect_state_units": []}, **facts)
+    proc = play_on_localhost(tmp_path, role_tasks_play("gpudirect_state", "record"), extra)
+    assert proc.returncode == 0, proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role writes its record under /var/lib/gpudirect/ (root)")
+def test_a_passed_verification_writes_the_record_on_disk(tmp_path, own_record_path):
+    out = _record_for_real(tmp_path, own_record_path, gpudirect_verify_status="passed")
+    assert os.path.isfile(own_record_path), out
+    with open(own_record_path) as handle:
+        assert "0" * 64 in handle.read()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role writes its record under /var/lib/gpudirect/ (root)")
+@pytest.mark.parametrize("status", ["not_proven", "failed"])
+def test_an_unpassed_verification_writes_nothing_on_disk(tmp_path, own_record_path, status):
+    out = _record_for_real(tmp_path, own_record_path, gpudirect_verify_status=status)
+    assert not os.path.exists(own_record_path), out
+    assert "no converged-state record written: verification did not pass in this run (%s)" % status in out
