@@ -109,7 +109,7 @@ def _resume_line(resume_argv):
 def note(text, node):
     """The note a run left on ``node`` (gpudirect_drain_left_drained_file: written before each
     drain, rewritten when the run leaves the node drained, removed at resume) as
-    ``{reason, since, intent, resume_command, line}``; ``line`` names the node for the table
+    ``{reason, since, intent, resume_command, run, stage, line}``; ``line`` names the node for the table
     of nodes earlier runs left behind. A note that is not the JSON object the role writes is
     still a node left behind: its line says so, quoting the start of the text."""
     try:
@@ -124,9 +124,13 @@ def note(text, node):
     resume_line = command_line(resume) if isinstance(resume, list) and resume else (NO_RESUME if not resume else str(resume))
     since = data.get("since") or "an unknown time"
     kind = "lost in an earlier run after its drain" if data.get("intent") else "left drained by an earlier run"
+    # the run and the last stage it began on the node (tasks/stage.yml writes it before each stage)
+    where = " (run %s, last stage: %s)" % (data.get("run") or "?", data.get("stage") or "?") \
+        if data.get("run") or data.get("stage") else ""
     return {"reason": data["reason"], "since": data.get("since"), "intent": bool(data.get("intent")),
-            "resume_command": resume_line,
-            "line": "%s: %s since %s: %s; resume by hand: %s" % (node, kind, since, data["reason"], resume_line)}
+            "resume_command": resume_line, "run": data.get("run"), "stage": data.get("stage"),
+            "line": "%s: %s since %s%s: %s; resume by hand: %s" % (node, kind, since, where, data["reason"],
+                                                                   resume_line)}
 
 
 def short(message, limit=200):

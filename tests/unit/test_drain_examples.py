@@ -42,10 +42,14 @@ def _block(name):
     return yaml.load("\n".join(lines), Loader=_Loader)
 
 
+REASON = "gpudirect run 20261127T101500Z-12345: drivers"
+
+
 def _render(argv, node):
-    """Template each item as Ansible would for one node (the !unsafe template is left alone)."""
+    """Template each item as Ansible would for one node at one stage (the !unsafe template is left alone)."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    return [item if item.startswith("{{- range") else env.from_string(item).render(inventory_hostname=node)
+    return [item if item.startswith("{{- range") else
+            env.from_string(item).render(inventory_hostname=node, gpudirect_drain_reason=REASON)
             for item in argv]
 
 
@@ -70,7 +74,11 @@ def test_example_blocks_pass_the_roles_input_rules(name):
 def test_slurm_commands_name_the_node():
     knobs = _block("Slurm")
     assert _render(knobs["gpudirect_drain_command"], "gpu07") == [
-        "scontrol", "update", "nodename=gpu07", "state=drain", "reason=gpudirect-rdma maintenance"]
+        "scontrol", "update", "nodename=gpu07", "state=drain", "reason=" + REASON]
+    # scontrol(1) "update NodeName=... Reason=...": the reason of a node that is down or drained; an update that
+    # gives only a reason keeps the node's state
+    assert _render(knobs["gpudirect_drain_reason_command"], "gpu07") == [
+        "scontrol", "update", "nodename=gpu07", "reason=" + REASON]
     assert _render(knobs["gpudirect_drain_resume_command"], "gpu07") == [
         "scontrol", "update", "nodename=gpu07", "state=resume"]
 

@@ -151,6 +151,9 @@ def _project(tmp_path):
                     __stub_locked: false
             """),
         "drain.yml": _log("drain"),
+        # the real entry point notes the stage (and writes it into the note and the scheduler's reason)
+        "stage.yml": "- name: Note the stage\n  ansible.builtin.set_fact:\n"
+                     "    gpudirect_drain_stage: \"{{ gpudirect_drain_stage_next }}\"\n",
         # what earlier runs left behind (tests/unit/test_drain_left_drained_note.py tests the real one)
         "left_behind.yml": "- name: No node left behind\n  ansible.builtin.debug:\n    msg: no note\n",
         # the real entry point's decision (its scheduler reads need the role's defaults)
