@@ -268,3 +268,19 @@ def test_an_imex_domain_that_is_not_whole_is_a_warning_and_shown():
     lines = report.gpudirect_preflight_report(facts(imex=imex), "node1")
     assert "  IMEX       domain DOWN, 1/2 nodes READY: Domain State DOWN (UP wanted); node #1 10.0.0.2 is UNAVAILABLE" \
         in lines
+
+
+def test_the_real_2x_h200_node_of_2026_11_27_has_no_fabric_or_imex_finding():
+    """tests/fixtures/gpu_node/h200x2-20261127: the facts of this session's code on the lent 2x H200 machine."""
+    import json
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "gpu_node", "h200x2-20261127",
+                        "gpudirect_facts.json")
+    with open(path) as handle:
+        data = json.load(handle)
+    real = data.get("ansible_facts", {}).get("gpudirect", data)
+    assert real["imex"] == {"installed": False, "reason": "nvidia-imex-ctl is not installed (no IMEX on this node)",
+                            "domain_state": None, "nodes": [], "problems": []}
+    assert [g["fabric"]["state"] for g in real["gpus"]] == ["Completed", "Completed"]
+    assert not [f for f in report.gpudirect_findings(real) if f["check"] in ("nvlink_fabric", "imex")]
+    assert not [line for line in report.gpudirect_preflight_report(real, "h200x2") if "IMEX" in line]
