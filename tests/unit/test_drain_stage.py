@@ -8,33 +8,13 @@ import os
 import uuid
 
 from ansible.module_utils import gpudirect_lock as lock
-from conftest import play_on_localhost
+from conftest import play_on_localhost, role_tasks_play
 
-PLAY = """\
-- name: Drain this machine, then begin two stages
-  hosts: localhost
-  connection: local
-  gather_facts: false
-  tasks:
-    - name: Drain and wait
-      ansible.builtin.include_role:
-        name: gpudirect_drain
-        tasks_from: drain
-
-    - name: Begin a stage
-      ansible.builtin.include_role:
-        name: gpudirect_drain
-        tasks_from: stage
-      vars:
-        gpudirect_drain_stage_next: drivers
-
-    - name: Begin the next stage
-      ansible.builtin.include_role:
-        name: gpudirect_drain
-        tasks_from: stage
-      vars:
-        gpudirect_drain_stage_next: reboot
-"""
+# drain, then two stages, as the rolling plays run them
+PLAY = role_tasks_play("gpudirect_drain", "drain", then="".join(
+    "    - name: Begin the stage %s\n      ansible.builtin.include_role:\n        name: gpudirect_drain\n"
+    "        tasks_from: stage\n      vars:\n        gpudirect_drain_stage_next: %s\n" % (stage, stage)
+    for stage in ("drivers", "reboot")))
 
 
 def _run(tmp_path, reason_command_rc=0):
