@@ -349,27 +349,39 @@ def fabricmanager_package(branch, os_family, version=""):
         ``spec`` to install (``name=580.95.05-*`` for apt, ``name-580.95.05`` for dnf).
     :raises NvidiaDecisionError: on a branch that is not three digits or another family.
     """
-    text = str(branch or "").strip()
-    if not re.fullmatch(r"\d{3}", text):
-        raise NvidiaDecisionError("nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
-                                  % (branch,))
+    text = branch_digits(branch)
     unified = int(text) >= FABRICMANAGER_UNIFIED_BRANCH
     version = str(version or "").strip()
     if version and not re.fullmatch(r"%s(\.\d+){1,2}" % text, version):
         raise NvidiaDecisionError("driver version %r is not a version of branch %s" % (version, text))
     if os_family == "Debian":
         name = "nvidia-fabricmanager" if unified else "nvidia-fabricmanager-" + text
-        spec = "%s=%s-*" % (name, version) if version else name
         source = ("branch %s: %s (nvidia-fabricmanager-%s is only a virtual name)" % (text, name, text) if unified
                   else "branch %s: %s" % (text, name))
     elif os_family == "RedHat":
         name = "nvidia-fabricmanager" if unified else "nvidia-fabric-manager"
-        spec = "%s-%s" % (name, version) if version else name
         source = "branch %s on EL: %s" % (text, name)
     else:
         raise NvidiaDecisionError("no fabric manager package known for OS family %r (Debian and RedHat are)"
                                   % (os_family,))
-    return {"name": name, "spec": spec, "source": source}
+    return {"name": name, "spec": package_spec(name, version, os_family), "source": source}
+
+
+def branch_digits(branch):
+    """``nvidia_driver_branch`` as its three digits; NvidiaDecisionError naming the knob otherwise."""
+    text = str(branch or "").strip()
+    if not re.fullmatch(r"\d{3}", text):
+        raise NvidiaDecisionError("nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
+                                  % (branch,))
+    return text
+
+
+def package_spec(name, version, os_family):
+    """What apt or dnf installs for a package held at the driver version: ``name=580.95.05-*`` (apt),
+    ``name-580.95.05`` (dnf); ``name`` alone without a version."""
+    if not version:
+        return name
+    return "%s=%s-*" % (name, version) if os_family == "Debian" else "%s-%s" % (name, version)
 
 
 def _bridge(item):

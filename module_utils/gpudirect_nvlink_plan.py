@@ -32,8 +32,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from ansible.module_utils.gpudirect_nvidia import (NVSWITCH_IDS, NvidiaDecisionError, fabricmanager_plan,
-                                                   gpu_info, norm_id)
+from ansible.module_utils.gpudirect_nvidia import (NVSWITCH_IDS, NvidiaDecisionError, branch_digits,
+                                                   fabricmanager_plan, gpu_info, norm_id, package_spec)
 
 # vendor field of the NVSwitch management function's VPD (Fabric Manager User Guide, CX7 bridge)
 LPF_VPD_MARK = "SMDL=SW_MNG"
@@ -169,24 +169,14 @@ def imex_package(branch, os_family, version=""):
     :returns: ``{"name", "spec"}`` (``spec`` with the exact driver version when given).
     :raises NvidiaDecisionError: a branch before 550 (no IMEX) or another OS family.
     """
-    text = str(branch or "").strip()
-    if not re.fullmatch(r"\d{3}", text):
-        raise NvidiaDecisionError("nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
-                                  % (branch,))
+    text = branch_digits(branch)
     if int(text) < IMEX_FIRST_BRANCH:
         raise NvidiaDecisionError("IMEX ships with driver branch %d and later, nvidia_driver_branch is %s: choose a "
                                   "newer branch or set nvidia_driver_imex: false" % (IMEX_FIRST_BRANCH, text))
     if os_family not in ("Debian", "RedHat"):
         raise NvidiaDecisionError("no IMEX package known for OS family %r (Debian and RedHat are)" % (os_family,))
     name = "nvidia-imex" if int(text) >= IMEX_UNIFIED_BRANCH else "nvidia-imex-" + text
-    version = str(version or "").strip()
-    if not version:
-        spec = name
-    elif os_family == "Debian":
-        spec = "%s=%s-*" % (name, version)
-    else:
-        spec = "%s-%s" % (name, version)
-    return {"name": name, "spec": spec}
+    return {"name": name, "spec": package_spec(name, str(version or "").strip(), os_family)}
 
 
 def check_imex_nodes(nodes, own_addresses=()):
@@ -209,11 +199,8 @@ def check_imex_nodes(nodes, own_addresses=()):
     out, seen = [], set()
     for item in nodes:
         text = str(item).strip()
-        try:
-            ipaddress.ip_address(text)
-        except ValueError:
-            if not _HOSTNAME.match(text):
-                raise NvidiaDecisionError("%s: %r is neither an IP address nor a host name" % (IMEX_NODES_KNOB, item))
+        if not _is_ip(text) and not _HOSTNAME.match(text):
+            raise NvidiaDecisionError("%s: %r is neither an IP address nor a host name" % (IMEX_NODES_KNOB, item))
         if text in seen:
             raise NvidiaDecisionError("%s lists %s twice: each node of the IMEX domain once" % (IMEX_NODES_KNOB, text))
         seen.add(text)
