@@ -241,13 +241,20 @@ def lookahead(value, name="gpudirect_rolling_lookahead"):
     return value
 
 
-def idle_first(value, name="gpudirect_rolling_idle_first"):
-    """gpudirect_rolling_idle_first: true or false."""
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+def _boolean(value, name, empty_is_false=False):
+    """A YAML boolean or its text (true/yes/on/1, false/no/off/0; "" too with ``empty_is_false``),
+    else ValueError naming the knob."""
+    words = ("true", "yes", "on", "1", "false", "no", "off", "0") + (("",) if empty_is_false else ())
+    if isinstance(value, str) and value.strip().lower() in words:
         return value.strip().lower() in ("true", "yes", "on", "1")
     if not isinstance(value, bool):
         raise ValueError("%s=%r must be true or false" % (name, value))
     return value
+
+
+def idle_first(value, name="gpudirect_rolling_idle_first"):
+    """gpudirect_rolling_idle_first: true or false."""
+    return _boolean(value, name)
 
 
 _CHECKS = {
@@ -453,12 +460,7 @@ PROTECTION_KNOBS = ("gpudirect_drain_command", "gpudirect_drain_wait_command", "
 
 
 def _flag(variables, knob):
-    value = variables.get(knob, False)
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0", ""):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    if not isinstance(value, bool):
-        raise ValueError("%s=%r must be true or false" % (knob, value))
-    return value
+    return _boolean(variables.get(knob, False), knob, empty_is_false=True)
 
 
 # playbooks/kernel_update.yml still honours the deprecated aliases of its role
