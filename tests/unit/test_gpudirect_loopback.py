@@ -322,16 +322,22 @@ def test_mode_the_node_cannot_do_fails_early(env, monkeypatch, run_module):
     assert node.calls == []
 
 
-def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, run_module):
-    """The H200's facts with its memory reported as 1024 MiB (a small board): a size of
-    1 GiB + 1 byte is inside the module's generic bound (2 GiB), so only the GPU-memory
-    guard can refuse it, before anything runs."""
-    node = Node(monkeypatch)
+def _board_of_1024_mib(env):
+    """The H200's facts with its memory reported as 1024 MiB (a small board), over rxe0."""
     facts = load_facts(H200_FACTS)
     facts["rdma_devices"] = vm_facts()["rdma_devices"]
     for gpu in facts["gpus"]:
         gpu["memory_total_mib"] = 1024
     rxe_sysfs(env["root"])
+    return facts
+
+
+def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, run_module):
+    """The H200's facts with its memory reported as 1024 MiB (a small board): a size of
+    1 GiB + 1 byte is inside the module's generic bound (2 GiB), so only the GPU-memory
+    guard can refuse it, before anything runs."""
+    node = Node(monkeypatch)
+    facts = _board_of_1024_mib(env)
     size = 1024 * (1 << 20) + 1
     assert size < gpudirect_loopback.MAX_SIZE
     result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
@@ -347,11 +353,7 @@ def test_size_of_the_whole_gpu_memory_passes_the_guard(env, monkeypatch, run_mod
     helper is built and run with that size (a guard off by one, or one that refused every
     size near the memory, would fail here)."""
     node = Node(monkeypatch)
-    facts = load_facts(H200_FACTS)
-    facts["rdma_devices"] = vm_facts()["rdma_devices"]
-    for gpu in facts["gpus"]:
-        gpu["memory_total_mib"] = 1024
-    rxe_sysfs(env["root"])
+    facts = _board_of_1024_mib(env)
     size = 1024 * (1 << 20)
     result = run_module(gpudirect_loopback, {"mode": "cuda_dmabuf", "facts": facts, "rdma_device": "rxe0",
                                               "size": size, "helper_dir": env["helper_dir"], "source": env["source"]})
