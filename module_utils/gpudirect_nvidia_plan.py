@@ -169,25 +169,22 @@ def _nouveau_kernels(host, kernel):
     return out
 
 
-def _nvidia_bridges(host):
-    """NVIDIA PCI functions of class 0x0680: NVSwitches, but also a GH200's GPU (decided from the ids)."""
-    out = []
-    for dev in host.glob("/sys/bus/pci/devices/*"):
-        if host.read(dev + "/vendor") == "0x10de" and host.read(dev + "/class").startswith("0x0680"):
-            out.append({"address": dev.rsplit("/", 1)[-1], "device_id": host.read(dev + "/device")})
-    return out
+def _switch_functions(host):
+    """One pass over the PCI functions: ``(bridges, lpfs)``.
 
-
-def _nvswitch_lpfs(host):
-    """NVSwitch management functions of an NVLink-5 baseboard: Mellanox PCI functions whose VPD
-    carries ``SMDL=SW_MNG`` (module_utils/gpudirect_nvlink_plan.py). VPD is read only on
-    Mellanox functions; an unreadable VPD reads as empty (the GPUs' model then decides)."""
-    out = []
+    ``bridges``: NVIDIA functions of class 0x0680: NVSwitches, but also a GH200's GPU (decided from
+    the ids). ``lpfs``: the NVSwitch management functions of an NVLink-5 baseboard, Mellanox
+    functions whose VPD carries ``SMDL=SW_MNG`` (module_utils/gpudirect_nvlink_plan.py); VPD is
+    read only on Mellanox functions, and an unreadable VPD reads as empty (the GPUs' model then
+    decides)."""
+    bridges, lpfs = [], []
     for dev in host.glob("/sys/bus/pci/devices/*"):
-        if host.read(dev + "/vendor") == "0x15b3" and host.exists(dev + "/vpd") \
-                and LPF_VPD_MARK in host.read(dev + "/vpd"):
-            out.append({"address": dev.rsplit("/", 1)[-1], "device_id": host.read(dev + "/device")})
-    return out
+        vendor = host.read(dev + "/vendor")
+        if vendor == "0x10de" and host.read(dev + "/class").startswith("0x0680"):
+            bridges.append({"address": dev.rsplit("/", 1)[-1], "device_id": host.read(dev + "/device")})
+        elif vendor == "0x15b3" and host.exists(dev + "/vpd") and LPF_VPD_MARK in host.read(dev + "/vpd"):
+            lpfs.append({"address": dev.rsplit("/", 1)[-1], "device_id": host.read(dev + "/device")})
+    return bridges, lpfs
 
 
 def _initramfs_without_blacklist(host, conf):
@@ -229,6 +226,9 @@ def probe(host, branch, blacklist_conf="", stamp=STAMP, options_conf=""):
     found, held = query_packages(host, names)
     ofed = host.run(["ofed_info", "-s"])[1].strip() if host.which("ofed_info") else ""
     depends = host.run(["modinfo", "-k", kernel, "-F", "depends", "nvidia_peermem"])
+    bridges, lpfs = _switch_functions(host)
+    # the running processes' names, read once (comm is cut at 15 characters)
+    comms = set(host.read(p) for p in host.glob("/proc/[0-9]*/comm"))
     return {
         "kernel": kernel,
         "packages": found,
@@ -240,20 +240,19 @@ def probe(host, branch, blacklist_conf="", stamp=STAMP, options_conf=""):
         "peermem_built": host.run(["modinfo", "-k", kernel, "-n", "nvidia_peermem"])[0] == 0,
         "peermem_depends": depends[1].strip() if depends[0] == 0 else "",
         "stamp": host.read(stamp).strip(),
-        "nvswitches": _nvidia_bridges(host),
-        "nvswitch_lpfs": _nvswitch_lpfs(host),
+        "nvswitches": bridges,
+        "nvswitch_lpfs": lpfs,
         "module_options_file": parse_modprobe_options(host.read(options_conf)) if options_conf else {},
         "module_options_file_present": bool(options_conf) and host.exists(options_conf),
         "loaded_params": parse_proc_params(host.read(PROC_PARAMS)),
         "imex": {"nodes_config": host.read(IMEX_NODES_CONFIG), "channel0": host.exists(IMEX_CHANNEL0),
-                 "running": any(host.read(p) == "nvidia-imex" for p in host.glob("/proc/[0-9]*/comm"))},
+                 "running": "nvidia-imex" in comms},
         "initramfs_nouveau_unblocked": _initramfs_without_blacklist(host, blacklist_conf),
         "nouveau_kernels": _nouveau_kernels(host, kernel),
         "nouveau_conf_present": bool(blacklist_conf) and host.exists(blacklist_conf),
         "persistenced": {"unit": any(host.exists(d + "/nvidia-persistenced.service") for d in _UNIT_DIRS),
                          "systemd": host.isdir("/run/systemd/system"),
-                         "running": any(host.read(p) == "nvidia-persistenced"[:15]
-                                        for p in host.glob("/proc/[0-9]*/comm"))},
+                         "running": "nvidia-persistenced"[:15] in comms},
     }
 
 
@@ -509,7 +508,9 @@ def decide(found, options):
     elif "nvidia" in loaded and rebuild:
         disruption.append("nvidia modules reload: DKMS rebuild of %s against OFED %s"
                           % (driver["installed_version"], found.get("ofed")))
-    options_reload = bool(options_stale) and not any(d.startswith("nvidia modules reload") for d in disruption)
+    # a reload for the driver itself loads the new options too
+    driver_reload = "nvidia" in loaded and (action in ("install", "change") or bool(rebuild))
+    options_reload = bool(options_stale) and not driver_reload
     if options_reload:
         disruption.append("nvidia modules reload: module options %s" % "; ".join(options_stale))
     if imex_rewrite and imex_found.get("running"):
@@ -539,8 +540,7 @@ def decide(found, options):
         "held": list(found.get("held") or []),
         "rebuild": rebuild,
         "rebuild_reason": rebuild_reason,
-        "reload": ("nvidia" in loaded and action in ("install", "change")) or ("nvidia" in loaded and rebuild)
-        or options_reload,
+        "reload": driver_reload or options_reload,
         "unload_order": list(UNLOAD_ORDER),
         "kernel": found.get("kernel") or "",
         "ofed": found.get("ofed") or "",
