@@ -35,7 +35,7 @@ def test_el_layout_changes_at_doca_3_2_0(release, layout):
 
 
 def _render_vars_file(path, variables):
-    add_all_plugin_dirs(os.path.join(ROOT, "roles", "mlnx_ofed"))
+    add_all_plugin_dirs(ROOT)  # filter_plugins/gpudirect_doca.py
     loader = DataLoader()
     data = loader.load_from_file(path)
     trusted = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in dict(variables, **data).items()}

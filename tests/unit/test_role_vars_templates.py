@@ -123,7 +123,7 @@ def test_unknown_architecture_renders_no_directory_and_the_knob_overrides():
 ])
 def test_doca_el_directory_follows_the_release(machine, release, version, wanted):
     from ansible.plugins.loader import add_all_plugin_dirs
-    add_all_plugin_dirs(os.path.join(ROOT, "roles", "mlnx_ofed"))
+    add_all_plugin_dirs(ROOT)  # filter_plugins/gpudirect_doca.py
     major = version.split(".")[0]
     facts = dict(NODE[machine], os_family="RedHat", distribution="Rocky", distribution_version=version,
                  distribution_major_version=major)
@@ -151,7 +151,7 @@ def _validate_task(name):
 ])
 def test_unknown_doca_release_fails_naming_the_value_and_the_knob(release, version, distro_override, wanted):
     from ansible.plugins.loader import add_all_plugin_dirs
-    add_all_plugin_dirs(os.path.join(ROOT, "roles", "mlnx_ofed"))
+    add_all_plugin_dirs(ROOT)  # filter_plugins/gpudirect_doca.py
     task = _validate_task("Check the OFED variables")
     major = version.split(".")[0]
     facts = dict(NODE["x86_64"], os_family="RedHat", distribution="Rocky", distribution_version=version,

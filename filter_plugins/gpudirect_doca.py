@@ -1,4 +1,4 @@
-"""Ansible filter of the mlnx_ofed role: the DOCA repository's distro directory for a node.
+"""Ansible filter of the mlnx_ofed role's vars: the DOCA repository's distro directory for a node.
 
 ``release | mlnx_ofed_doca_distro(os_family, distribution, version)`` -> e.g. 'rhel9.4' for
 DOCA 2.9.1 on EL 9.4, 'rhel9' for DOCA 3.2.0 and later, 'ubuntu24.04', 'debian12'; '' when
@@ -11,8 +11,7 @@ import os
 
 import ansible.module_utils
 
-_MODULE_UTILS = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "module_utils")
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
