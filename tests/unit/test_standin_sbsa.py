@@ -43,14 +43,8 @@ from conftest import ROOT
 from ansible.module_utils.gpudirect_nvidia import fabricmanager_package
 from ansible.module_utils.gpudirect_nvidia_plan import APT_PACKAGES
 
-try:   # the role's IMEX / NVLSM planning (module_utils/gpudirect_nvlink_plan.py)
-    from ansible.module_utils.gpudirect_nvlink_plan import NVLSM_PACKAGES, imex_package
-except ImportError:   # not there yet: the names of NVIDIA's install scripts (issue #27)
-    NVLSM_PACKAGES = ["nvlsm", "infiniband-diags"]
-
-    def imex_package(branch, os_family, version=""):
-        name = "nvidia-imex" if int(branch) >= 580 else "nvidia-imex-%s" % branch
-        return {"name": name, "spec": "%s=%s-*" % (name, version) if version else name}
+# the role's IMEX / NVLSM planning (module_utils/gpudirect_nvlink_plan.py)
+from ansible.module_utils.gpudirect_nvlink_plan import NVLSM_PACKAGES, imex_package
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(tool) for tool in ("apt-get", "apt-cache", "dpkg-deb", "apt-ftparchive", "gpg")),
