@@ -473,8 +473,9 @@ import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import C_LOCALE
 from ansible.module_utils.gpudirect_loopback_build import (
-    C_LOCALE, build, build_command, helper_digest, helper_is_current, helper_paths, read_sources, source_paths)
+    build, build_command, helper_digest, helper_is_current, helper_paths, read_sources, source_paths)
 from ansible.module_utils.gpudirect_loopback_helper import (
     GPU_MODES, LoopbackError, check_mode_supported, diagnose, facts_summary, find_gpu, gid_addresses, gid_for_address,
     gid_table, live_pci_link, parse_helper_output,

@@ -196,6 +196,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils import gpudirect_crosscheck as xc
+from ansible.module_utils.gpudirect_host import C_LOCALE
 
 # What the client prints while the server is not listening yet (perftest_communication.c).
 _NOT_LISTENING = ("Couldn't connect to", "Unable to open file descriptor for socket connection")
@@ -315,7 +316,7 @@ def main():
     if problems:
         fail("; ".join(problems))
 
-    env = dict(os.environ, LC_ALL="C")
+    env = dict(os.environ, **C_LOCALE)
     env.pop("CUDA_VISIBLE_DEVICES", None)
     if p["mode"] in xc.GPU_MODES:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -342,7 +343,7 @@ def main():
         module.exit_json(**result)
     result["executable"] = binary
     # --help exits 1 on some builds: the text decides, not the exit code
-    rc, out, err = module.run_command([binary, "--help"], environ_update={"LC_ALL": "C"})
+    rc, out, err = module.run_command([binary, "--help"], environ_update=dict(C_LOCALE))
     try:
         caps = xc.perftest_help(out + err)
     except xc.CrosscheckError as exc:

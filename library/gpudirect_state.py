@@ -171,10 +171,9 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import C_LOCALE
 from ansible.module_utils.gpudirect_state import (changed_stages, differences, fingerprint, node_differences,
                                                   own_units)
-
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
 
 def unit_states(module, units):

@@ -268,20 +268,19 @@ connection_guard:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_host import read_text
+from ansible.module_utils.gpudirect_host import C_LOCALE, read_text
 from ansible.module_utils.gpudirect_netguard import GuardError, assess, parse_ip_route_get, route_dev_from_proc
 from ansible.module_utils.gpudirect_netguard import ssh_connection_from_proc
 from ansible.module_utils.gpudirect_ofed import INSTALLER_CODES, OfedPlanError, guard, installer_message, plan
 from ansible.module_utils.gpudirect_ofed import parse_dpkg_query, parse_versionlock_list
 
-C_LOCALE = {"LC_ALL": "C", "LANG": "C"}
 UNINSTALLERS = ("/usr/sbin/ofed_uninstall.sh", "/usr/bin/ofed_uninstall.sh")
 OPENIBD_UNITS = ("/etc/systemd/system/openibd.service", "/lib/systemd/system/openibd.service",
                  "/usr/lib/systemd/system/openibd.service", "/etc/init.d/openibd")
 
 
 def _run(module, argv, ok=(0,)):
-    rc, out, err = module.run_command(argv, environ_update=C_LOCALE)
+    rc, out, err = module.run_command(argv, environ_update=dict(C_LOCALE))
     if rc not in ok:
         module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()),
                          rc=rc, stdout=out, stderr=err)
@@ -300,12 +299,12 @@ def probe_packages(module, names):
     if rpm:
         for name in names:
             rc, out, _ = module.run_command([rpm, "-q", "--qf", "%{VERSION}-%{RELEASE}\n", name],
-                                            environ_update=C_LOCALE)
+                                            environ_update=dict(C_LOCALE))
             if rc == 0 and out.strip():
                 installed[name] = out.splitlines()[0].strip()
         dnf = module.get_bin_path("dnf")
         if dnf:
-            rc, out, _ = module.run_command([dnf, "-q", "versionlock", "list"], environ_update=C_LOCALE)
+            rc, out, _ = module.run_command([dnf, "-q", "versionlock", "list"], environ_update=dict(C_LOCALE))
             held = parse_versionlock_list(out if rc == 0 else "", names)
     return installed, held
 
@@ -335,7 +334,7 @@ def route_dev(module, address):
     ip = module.get_bin_path("ip")
     if ip:
         argv = [ip, "-o", "route", "show", "default"] if address == "0.0.0.0" else [ip, "-o", "route", "get", address]
-        rc, out, _ = module.run_command(argv, environ_update=C_LOCALE)
+        rc, out, _ = module.run_command(argv, environ_update=dict(C_LOCALE))
         dev = parse_ip_route_get(out) if rc == 0 else None
         if dev:
             return dev

@@ -16,13 +16,13 @@ import hashlib
 import os
 import tempfile
 
+from ansible.module_utils.gpudirect_host import C_LOCALE
 from ansible.module_utils.gpudirect_loopback_helper import LoopbackError
 from ansible.module_utils.gpudirect_pci import read_text
 
 HELPER_NAME = "gpudirect_loopback_helper"
 COMPILE_FLAGS = ["-O2", "-std=gnu99", "-Wall"]
 LINK_FLAGS = ["-libverbs", "-ldl"]
-C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
 
 def helper_digest(files):
