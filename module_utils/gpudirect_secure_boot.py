@@ -34,6 +34,8 @@ __metaclass__ = type
 import os
 import re
 
+from ansible.module_utils.gpudirect_versions import strip_ansi
+
 EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
 # shim's own vendor GUID (shim's SHIM_LOCK_GUID): MokSBStateRT, MokListRT and the MOK
 # requests live under it; the VM tier's enrolment writes MokList under the same GUID
@@ -41,11 +43,9 @@ EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
 SHIM_LOCK_GUID = "605dab50-e046-4300-abb6-3dd810dd8b23"
 MODULE_KEYRINGS = (".builtin_trusted_keys", ".secondary_trusted_keys", ".platform", ".machine")
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
 
 def _lines(text):
-    return [_ANSI.sub("", line).strip() for line in (text or "").splitlines() if _ANSI.sub("", line).strip()]
+    return [line.strip() for line in strip_ansi(text).splitlines() if line.strip()]
 
 
 def parse_mokutil_sb_state(text):
@@ -290,7 +290,7 @@ def parse_mokutil_list(text, variable="MokListRT"):
     gives ``[]``. mokutil's format (src/mokutil.c ``[key %d]``, src/efi_x509.c
     ``SHA1 Fingerprint:``, then openssl's certificate text). Text without one ``[key N]``
     block raises ``ValueError``."""
-    lines = [line.rstrip() for line in _ANSI.sub("", text or "").splitlines()]
+    lines = [line.rstrip() for line in strip_ansi(text).splitlines()]
     stripped = [line.strip() for line in lines if line.strip()]
     # mokutil 0.6.0 (Debian 12) prints nothing at all, exit 0, for --list-new with no
     # request pending (tests/fixtures/secure_boot/debian12_ovmf/); older ones "MokNew is empty"
@@ -552,7 +552,7 @@ DKMS_SIGN_TOOL_VERSION = (2, 8, 1)
 def parse_dkms_version(text):
     """``dkms --version`` (``dkms-3.0.10``, Debian/Ubuntu ``dkms-2.8.7``) -> ``(3, 0, 10)``.
     Raises ``ValueError`` when no version is printed."""
-    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", _ANSI.sub("", text or ""))
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", strip_ansi(text))
     if not match:
         raise ValueError("dkms --version printed no version: %r" % (text or "")[:100])
     return tuple(int(part or 0) for part in match.groups())

@@ -18,15 +18,14 @@ from __future__ import annotations
 import re
 
 from ansible.module_utils import gpudirect_topology as _topology
+# CSI escape sequences, e.g. the underline nvidia-smi puts around its header ("\x1b[4m" ... "\x1b[0m")
+# when it believes it writes to a terminal
+from ansible.module_utils.gpudirect_versions import strip_ansi
 
 
 class TopoMatrixError(ValueError):
     """Text or a class the parser cannot read; the message names the function, the line and what is wrong."""
 
-
-# CSI escape sequences, e.g. the underline nvidia-smi puts around its header
-# ("\x1b[4m" ... "\x1b[0m") when it believes it writes to a terminal.
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 # Column titles that may follow the device columns, with the key of the result
 # dict that collects their values.
@@ -85,15 +84,6 @@ def _require_text(filter_name, text):
         raise TopoMatrixError(
             f"{filter_name}: empty input, there is nothing to parse"
         )
-
-
-def _strip_ansi(line):
-    """Remove terminal escape sequences from one line.
-
-    :param line: a line of command output.
-    :returns: the line without CSI escape sequences.
-    """
-    return _ANSI_ESCAPE.sub("", line)
 
 
 def _value_or_none(value):
@@ -321,7 +311,7 @@ def nvidia_topo_matrix(text):
     name = "nvidia_topo_matrix"
     _require_text(name, text)
     numbered = [
-        (number, raw, _strip_ansi(raw))
+        (number, raw, strip_ansi(raw))
         for number, raw in enumerate(text.splitlines(), start=1)
     ]
     content = [entry for entry in numbered if entry[2].strip()]

@@ -53,7 +53,16 @@ class VersionError(ValueError):
     """Text that is not the version it should be; the message quotes it."""
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# A CSI escape sequence (ECMA-48 5.4): ESC [, parameter bytes 0x30-0x3F ("0-9:;<=>?"), intermediate
+# bytes 0x20-0x2F, one final byte 0x40-0x7E. Colours ("\x1b[1;31m", "\x1b[38:5:1m"), underline around
+# nvidia-smi's header, cursor moves ("\x1b[2K", "\x1b[?25l"). The one pattern for every parser.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+
+def strip_ansi(text):
+    """``text`` without CSI escape sequences (terminal colours and cursor moves); None reads as ""."""
+    return ANSI_ESCAPE.sub("", text or "")
+
 # <major>.<minor>-<n>[.<n>...]: the numbering MLNX_OFED and DOCA-OFED share.
 _OFED_NUMBERS = r"\d+\.\d+-\d+(?:\.\d+)*"
 _OFED_S = re.compile(r"(?P<flavor>[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z][A-Za-z0-9_]*)*)-(?P<version>"
@@ -84,7 +93,7 @@ def _text(value, what):
 def _first_line(value, what):
     """``(number, line)`` of the first non-blank line, without ANSI colour codes and surrounding blanks."""
     for number, line in enumerate(_text(value, what).splitlines(), start=1):
-        line = _ANSI.sub("", line).strip()
+        line = strip_ansi(line).strip()
         if line:
             return number, line
     raise VersionError("%s: empty output %r" % (what, value))
@@ -200,7 +209,7 @@ def parse_proc_driver_version(text):
     """
     value = _text(text, "/proc/driver/nvidia/version")
     for line in value.splitlines():
-        line = _ANSI.sub("", line).strip()
+        line = strip_ansi(line).strip()
         for flavor, pattern in (("open", _PROC_OPEN), ("proprietary", _PROC_PROPRIETARY)):
             match = pattern.match(line)
             if match:

@@ -49,9 +49,19 @@ def locale_copies(rel, text):
     return found
 
 
+def ansi_copies(rel, text):
+    """A pattern for terminal escape sequences written here instead of gpudirect_versions.strip_ansi."""
+    found = []
+    for node in _string_values(ast.parse(text)):
+        if re.search(r"(\\x1b|\\033|\\e|\x1b|\\u001b)\\?\[", node.value):
+            found.append("%s:%d: an escape-sequence pattern %r" % (rel, node.lineno, node.value))
+    return found
+
+
 # family -> (its one home, the finder of copies)
 FAMILIES = {
     "C_LOCALE": ("module_utils/gpudirect_host.py", locale_copies),
+    "ANSI": ("module_utils/gpudirect_versions.py", ansi_copies),
 }
 
 
@@ -76,6 +86,8 @@ def test_each_helper_has_one_home(family):
     ("C_LOCALE", 'C_LOCALE = {"LC_ALL": "C", "LANG": "C"}\n'),
     ("C_LOCALE", 'def run(m, argv):\n    return m.run_command(argv, environ_update={"LC_ALL": "C"})\n'),
     ("C_LOCALE", 'import os\nENV = dict(os.environ, LC_ALL="C")\n'),
+    ("ANSI", 'import re\n_ANSI = re.compile(r"\\x1b\\[[0-9;]*[A-Za-z]")\n'),
+    ("ANSI", 'import re\nCOLOUR = re.compile("\\033\\\\[[0-9;]*m")\n'),
 ])
 def test_a_reintroduced_copy_is_found(family, copy):
     """The guard itself: a copy written into a module is reported."""

@@ -187,3 +187,33 @@ def test_standin_doca_releases_print_the_real_strings():
     assert printed == real
     for doca, version in printed.items():
         assert ofed.decide_action("OFED-internal-%s:" % version, "doca", DOCA_TABLE[doca])["action"] == "none"
+
+
+# --------------------------------------------------------------------------
+# strip_ansi: the one ANSI pattern (issue #31, outcome 4)
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, plain", [
+    ("\x1b[1;31mMLNX_OFED_LINUX-5.8-3.0.7.0:\x1b[0m", "MLNX_OFED_LINUX-5.8-3.0.7.0:"),
+    ("\x1b[4mGPU0\x1b[0m\tNIC0", "GPU0\tNIC0"),          # nvidia-smi's underlined header
+    ("\x1b[?25l\x1b[2Kdkms-3.0.10", "dkms-3.0.10"),     # private parameter, erase line
+    ("\x1b[38:5:1mred\x1b[m", "red"),                   # colon sub-parameters: ECMA-48 0x30-0x3F
+    ("\x1b[>0c\x1b[=1h", ""),                           # the other private-parameter bytes
+    ("\x1b[1 q580.95.05", "580.95.05"),                 # an intermediate byte before the final one
+    ("no escapes: [0m stays", "no escapes: [0m stays"),
+    ("", ""),
+    (None, ""),
+])
+def test_strip_ansi_removes_every_csi_sequence_and_nothing_else(text, plain):
+    assert v.strip_ansi(text) == plain
+
+
+def test_strip_ansi_covers_what_both_old_patterns_removed():
+    """The secure-boot copy (\\x1b[ digits/; letter) and the versions copy (\\x1b[ digits/;/? any final
+    byte, intermediates) were both subsets of the ECMA-48 CSI pattern the one helper uses."""
+    import re
+    narrow = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+    broad = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+    for sample in ("\x1b[0m", "\x1b[1;32m", "\x1b[?25h", "\x1b[2 q", "\x1b[5~", "\x1b[38;5;1m"):
+        assert v.strip_ansi("a" + sample + "b") == "ab"
+        assert narrow.sub("", sample) == "" or broad.sub("", sample) == ""
