@@ -14,6 +14,8 @@ these filters only call them from the controller:
     the note an earlier run left on the node, with the line that names it first in a run.
 ``rows | gpudirect_drain_table``
     the rows as aligned text lines.
+``lock_text | gpudirect_drain_lock_gone(holder)``
+    the token of a node's run lock whose holder was a run of this controller that is gone, or "".
 ``argv | gpudirect_drain_command_line``
     an argv list as one shell-quoted command line an admin can paste.
 ``ansible_facts.gpudirect | gpudirect_drain_hardware``
@@ -91,6 +93,13 @@ def gpudirect_drain_command_line(argv):
     return _lock.command_line(argv)
 
 
+def gpudirect_drain_lock_gone(text, holder):
+    if not isinstance(holder, dict):
+        raise AnsibleFilterError("gpudirect_drain_lock_gone: expected the holder mapping of gpudirect_drain_holder, got %s"
+                                 % type(holder).__name__)
+    return _lock.gone_token(text or "", holder)
+
+
 def gpudirect_drain_hardware(facts):
     try:
         return _hardware.inventory(facts)
@@ -116,6 +125,7 @@ class FilterModule:
             "gpudirect_drain_table": gpudirect_drain_table,
             "gpudirect_drain_left_drained_entry": gpudirect_drain_left_drained_entry,
             "gpudirect_drain_command_line": gpudirect_drain_command_line,
+            "gpudirect_drain_lock_gone": gpudirect_drain_lock_gone,
             "gpudirect_drain_hardware": gpudirect_drain_hardware,
             "gpudirect_drain_hardware_judge": gpudirect_drain_hardware_judge,
         }

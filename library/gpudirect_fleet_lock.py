@@ -119,6 +119,7 @@ import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_lock import ansible_alive
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -137,30 +138,13 @@ def _entries(directory):
     return out
 
 
-def _ansible_alive(pid):
-    """Whether pid is a running process that is still an Ansible one (not a reused pid)."""
-    if not pid:
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        with open("/proc/%d/cmdline" % int(pid), "rb") as handle:
-            return b"ansible" in handle.read()
-    except (IOError, OSError):
-        return True
-
-
 def liveness(entry, here, now, stale_after_h):
     """(live, why) of an entry: why says what made a dead one stale."""
     if not isinstance(entry, dict):
         return False, "unreadable entry"
     host = (entry.get("controller") or "").split("@")[-1]
     if host == here:
-        if _ansible_alive(entry.get("pid")):
+        if ansible_alive(entry.get("pid")):
             return True, ""
         return False, "%s, pid %s is gone" % (entry.get("controller"), entry.get("pid"))
     age_h = (now - float(entry.get("started") or 0)) / 3600.0

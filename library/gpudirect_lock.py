@@ -57,6 +57,14 @@ options:
     description: Seconds without a renewal after which a lock is stale and taken over.
     type: int
     default: 21600
+  gone_token:
+    description:
+      - The token of a lock whose holder the controller found gone, a run of the same C(user@host) whose
+        ansible-playbook process no longer runs (interrupted with Ctrl-C, killed). That lock, and only while it
+        still carries this token, is taken over at once with a warning instead of after O(stale_after).
+      - The C(gpudirect_drain) role computes it on the controller; empty, no lock is taken over early.
+    type: str
+    default: ""
 author:
   - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 """
@@ -156,7 +164,7 @@ def take(module):
                                  % (path, exc))
     for _attempt in range(3):
         lock = _read(module, path)
-        verdict, reason = decide(lock, token, boot_id, now, params["stale_after"])
+        verdict, reason = decide(lock, token, boot_id, now, params["stale_after"], params["gone_token"])
         if verdict == "ours":
             # the heartbeat: the same lock with a new 'renewed' (no change to the node's state)
             if module.check_mode or _write(module, path, render(token, lock["controller"], lock["playbook"],
@@ -206,6 +214,7 @@ def main():
             playbook=dict(type="str", default="unknown"),
             pid=dict(type="int", default=0),
             stale_after=dict(type="int", default=21600),
+            gone_token=dict(type="str", default="", no_log=False),
         ),
         supports_check_mode=True,
     )

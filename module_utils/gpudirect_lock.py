@@ -22,6 +22,7 @@ before ``renewed`` existed counts from ``since``.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 
@@ -69,17 +70,66 @@ def describe(lock, now):
         max(0, int(now - renewed(lock))))
 
 
-def decide(lock, token, boot_id, now, stale_after):
+def ansible_alive(pid):
+    """Whether ``pid`` is a running process of this machine that is still an Ansible one (not a reused pid)."""
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return b"ansible" in handle.read()
+    except (IOError, OSError):
+        return True
+
+
+def gone_token(text, holder, alive=ansible_alive):
+    """The token of the lock ``text`` when its holder was a run of this controller that is gone.
+
+    Judged on the controller (``holder`` is this run's, from the ``gpudirect_drain_holder``
+    filter): the lock names the same ``user@host`` and its ansible-playbook pid no longer
+    runs an Ansible process here (Ctrl-C, a killed controller process). Such a lock can be
+    taken over at once instead of after ``stale_after``. Returns ``""`` otherwise: no lock,
+    a lock this toolkit did not write (the module judges it), another controller's lock
+    (its processes cannot be seen from here), or a holder still alive.
+    """
+    if not text:
+        return ""
+    try:
+        lock = parse(text)
+    except ValueError:
+        return ""
+    if str(lock.get("controller")) != str((holder or {}).get("controller")):
+        return ""
+    if str(lock.get("pid")) == str((holder or {}).get("pid")) or alive(lock.get("pid")):
+        return ""
+    return str(lock["token"])
+
+
+def decide(lock, token, boot_id, now, stale_after, gone=""):
     """What to do about an existing lock when this run (``token``) wants it.
 
     Returns ``(verdict, reason)``; verdict is ``free`` (no lock), ``ours`` (this run holds
     it already), ``stale`` (take it over, with a warning saying why) or ``held`` (fail).
+    ``gone`` is the token of a lock whose holder the controller saw gone (:func:`gone_token`):
+    that lock, and only while it still carries that token, is stale at once.
     """
     if lock is None:
         return "free", "no lock"
     if lock["token"] == token:
         return "ours", "this run holds the lock already"
     rebooted = " (taken before the node's last reboot)" if lock["boot_id"] != boot_id else ""
+    if gone and lock["token"] == gone:
+        return "stale", ("lock of %s%s: that ansible-playbook process no longer runs on this controller (interrupted "
+                         "or killed)" % (describe(lock, now), rebooted))
     if now - renewed(lock) > stale_after:
         return "stale", ("lock of %s%s was not renewed for more than gpudirect_drain_lock_stale_after=%d s"
                          % (describe(lock, now), rebooted, stale_after))

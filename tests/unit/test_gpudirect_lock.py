@@ -162,6 +162,59 @@ def test_filter_command_line_refuses_a_string():
         drain_filters.gpudirect_drain_command_line("scontrol update")
 
 
+# --- a holder this controller lost (Ctrl-C, killed ansible-playbook) ---------------------------------------------
+
+HOLDER = {"controller": "alice@ctl1", "pid": 5000, "playbook": "site.yml (play: x)"}
+
+
+def _text(**over):
+    return lock.render(**dict({"token": "tok-lost", "controller": "alice@ctl1", "playbook": "site.yml", "pid": 4100,
+                               "boot_id": BOOT, "since": NOW - 60}, **over))
+
+
+@pytest.mark.parametrize("text, alive, expected", [
+    (_text(), False, "tok-lost"),                                  # same controller, its ansible-playbook gone
+    (_text(), True, ""),                                           # still running: held, as any live run
+    (_text(controller="bob@ctl9"), False, ""),                     # another controller: its pids are not ours to see
+    (_text(pid=5000), False, ""),                                  # this run's own pid: never "gone"
+    ("", False, ""),                                               # no lock
+    ("locked by hand\n", False, ""),                              # not this toolkit's: the module refuses it
+    ('{"token": "x"}', False, ""),                                 # truncated: likewise
+])
+def test_gone_token_only_for_a_dead_run_of_this_controller(text, alive, expected):
+    assert lock.gone_token(text, HOLDER, alive=lambda pid: alive) == expected
+
+
+def test_gone_token_sees_a_real_dead_pid_and_a_live_ansible_process(tmp_path):
+    import subprocess
+    import sys
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert lock.gone_token(_text(pid=dead.pid), HOLDER) == "tok-lost"
+    # a live process whose command line names ansible (as ansible-playbook's does)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "ansible-playbook"])
+    try:
+        # until it has exec'ed, the child's command line is still this test's
+        deadline = time.time() + 10
+        while b"ansible" not in open("/proc/%d/cmdline" % live.pid, "rb").read() and time.time() < deadline:
+            time.sleep(0.05)
+        assert lock.gone_token(_text(pid=live.pid), HOLDER) == ""
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_decide_takes_over_only_the_lock_the_controller_judged():
+    verdict, reason = lock.decide(_lock(token="tok-lost"), "mine", BOOT, NOW, 3600, gone="tok-lost")
+    assert verdict == "stale" and "no longer runs on this controller" in reason and "pid 77" in reason
+    assert lock.decide(_lock(token="tok-newer"), "mine", BOOT, NOW, 3600, gone="tok-lost")[0] == "held"
+
+
+def test_filter_lock_gone_refuses_a_holder_that_is_not_a_mapping():
+    with pytest.raises(Exception, match="holder mapping"):
+        drain_filters.gpudirect_drain_lock_gone("", "alice@ctl1")
+
+
 # --- the module on a real file -------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -211,6 +264,22 @@ def test_module_takes_over_a_stale_lock_with_a_warning(node, run_module, monkeyp
     result = run_module(lock_module, _args(node))
     assert result["changed"] and result["verdict"] == "stale"
     assert len(warned) == 1 and "stale run lock on gpu07" in warned[0] and "was not renewed" in warned[0]
+    assert lock.parse(node.read_text())["token"] == "tok-this-run"
+
+
+def test_module_takes_over_at_once_the_lock_of_a_run_this_controller_lost(node, run_module, monkeypatch):
+    """Issue #30: after Ctrl-C (or a killed ansible-playbook) the next run from the same controller takes the
+    lock over at once, with a warning naming the gone holder, instead of waiting 6 h; only the lock the
+    controller judged (its token): a lock another run took meanwhile stays held."""
+    warned = []
+    monkeypatch.setattr(lock_module.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    node.parent.mkdir()
+    node.write_text(lock.render("tok-lost-run", "alice@ctl1", "site.yml", 4100, BOOT, time.time() - 60))
+    held = run_module(lock_module, _args(node, gone_token="tok-not-this-lock"))
+    assert held["failed"] and held["verdict"] == "held" and not warned
+    result = run_module(lock_module, _args(node, gone_token="tok-lost-run"))
+    assert result["changed"] and result["verdict"] == "stale"
+    assert len(warned) == 1 and "pid 4100" in warned[0] and "no longer runs on this controller" in warned[0]
     assert lock.parse(node.read_text())["token"] == "tok-this-run"
 
 
