@@ -28,8 +28,7 @@ from conftest import ROOT
 # Markdown files the project ships to users. Fixture and harness READMEs describe captures and
 # test machinery for contributors and are not checked here.
 DOCS = sorted(
-    [p for p in ["README.md", "benchmarks/README.md", "molecule/README.md", "CHANGELOG.md"][:3]
-     if os.path.isfile(os.path.join(ROOT, p))]
+    [p for p in ("README.md", "benchmarks/README.md", "molecule/README.md") if os.path.isfile(os.path.join(ROOT, p))]
     + [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "roles", "*", "README.md"))]
     + [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "playbooks", "**", "*.md"), recursive=True)]
     + [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "inventory", "**", "*.md"), recursive=True)]
