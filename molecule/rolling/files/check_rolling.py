@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Check the rolling scenario's fake-scheduler log and play output (issue #13, "How it is checked").
 
-    check_rolling.py LOG OUTPUT CHECK_LOG [LOSE_LOG LOSE_OUTPUT [UNREACH_LOG UNREACH_OUTPUT [AHEAD_LOG AHEAD_OUTPUT]]]
+    check_rolling.py LOG OUTPUT CHECK_LOG [LOSE_LOG LOSE_OUTPUT [UNREACH_LOG UNREACH_OUTPUT [AHEAD_LOG AHEAD_OUTPUT
+                     [CANARY_LOG CANARY_OUTPUT STOP_LOG FIRST_OUTPUT SECOND_OUTPUT SECOND_LOG STOP_JSON
+                      RECOVER_LOG RECOVER_OUTPUT]]]]
 
 LOG is the real run's log, OUTPUT its ansible-playbook output, CHECK_LOG the log of the
 --check run before it; LOSE_LOG and LOSE_OUTPUT those of the "lose" run (batches of 2,
@@ -11,7 +13,11 @@ passing, roll3 made unreachable right after its disruptive step: its batch is lo
 Ansible ends the run before any drain report names it and the callback
 callback_plugins/gpudirect_left_behind.py must print the table); AHEAD_LOG and AHEAD_OUTPUT those
 of the "ahead" run (batches of 1, every verification passing, gpudirect_rolling_lookahead 1,
-jobs of 8 s on roll1, roll3 and roll4).
+jobs of 8 s on roll1, roll3 and roll4); CANARY_LOG and CANARY_OUTPUT those of the "canary" run
+(batches [1, "100%"], the canary roll1 failing its verification); STOP_LOG, FIRST_OUTPUT,
+SECOND_OUTPUT, SECOND_LOG and STOP_JSON those of the "stop" run (files/interrupt_run.py: the
+first controller cut off mid-batch, the second refused by the fleet lock); RECOVER_LOG and
+RECOVER_OUTPUT those of the run after it.
 Prints one line per broken promise and exits 1 when there is any.
 The expectations are the scenario's (molecule/rolling/rolling.yml): roll1 is changed and
 passes, roll2 needs nothing, roll3 is changed and fails verification, roll4 comes after
@@ -195,6 +201,86 @@ def ahead_problems(log_text, output):
     return found
 
 
+def _squash(text):
+    """TEXT without any whitespace: Ansible wraps its warnings (and may break a node name at its hyphen)."""
+    return "".join(text.split())
+
+
+def canary_problems(log_text, output):
+    """The "canary" run (issue #30 outcome 1): the canary fails, nothing else is touched."""
+    events = parse(log_text)
+    found = []
+    if not [e for e in events if e[2] == PASS and e[1] == "disrupt"]:
+        found.append("canary run: the canary %s was never disrupted" % PASS)
+    if [e for e in events if e[2] == PASS and e[1] == "resume"]:
+        found.append("canary run: the canary %s failed its verification but was resumed" % PASS)
+    touched = [e for e in events if e[2] in (FAIL, LATER, CALM)]
+    if touched:
+        found.append("canary run: nodes after the failed canary were touched: %s"
+                     % ", ".join("%s %s" % (e[1], e[2]) for e in touched))
+    if not [line for line in _rows(output, PASS) if "fake_scheduler.py" in line and "resume %s" % PASS in line]:
+        found.append("canary run: the failed canary %s is not named in the table with its resume command" % PASS)
+    for node in (FAIL, LATER):
+        if not [line for line in _rows(output, node) if "not reached" in line]:
+            found.append("canary run: %s is not named as not reached in the final table" % node)
+    return found
+
+
+def stop_problems(log_text, first_output, second_output, second_log_text, summary_text):
+    """The "stop" run (issue #30 outcomes 2, 3): cut off mid-batch, a second controller refused."""
+    import json
+    events = parse(log_text)
+    summary = json.loads(summary_text)
+    found = []
+    if sorted(summary["batch"]) != [PASS, FAIL]:
+        found.append("stop run: the batch cut off was %s, not %s and %s" % (summary["batch"], PASS, FAIL))
+    if summary["first_rc"] == 0:
+        found.append("stop run: the interrupted controller exited 0")
+    if summary["second_rc"] == 0 or "Another campaign of the toolkit works on these nodes" not in second_output:
+        found.append("stop run: the second controller was not refused by the fleet lock (rc %s)" % summary["second_rc"])
+    if parse(second_log_text):
+        found.append("stop run: the refused second controller called the scheduler: %s" % second_log_text.strip())
+    for node in (PASS, FAIL):
+        if not [e for e in events if e[2] == node and e[1] == "drain"]:
+            found.append("stop run: %s was not drained before it was cut off" % node)
+        if [e for e in events if e[2] == node and e[1] == "resume"]:
+            found.append("stop run: %s was resumed although its run was cut off" % node)
+    if [e for e in events if e[2] in (LATER, CALM)]:
+        found.append("stop run: a node outside the cut-off batch was touched")
+    if "User interrupted execution" not in first_output:
+        found.append("stop run: the first controller's output does not show the interruption")
+    return found
+
+
+def recover_problems(log_text, output):
+    """The run after the "stop" run: both nodes named first with their notes, taken over, rolled, resumed."""
+    events = parse(log_text)
+    found = []
+    squashed = _squash(output)
+    listed = "Nodesanearlierrunleftdrainedorlost(2)"
+    first_batch = _squash("TASK [Log the start of the node's batch]")
+    if listed not in squashed:
+        found.append("recover run: it does not name first the 2 nodes the cut-off run left behind")
+    elif first_batch in squashed and squashed.index(listed) > squashed.index(first_batch):
+        found.append("recover run: the nodes left behind are named after the first batch started")
+    for node in (PASS, FAIL):
+        if _squash("%s: lost in an earlier run after its drain" % node) not in squashed:
+            found.append("recover run: %s's note (lost after its drain) is not listed" % node)
+        if _squash("taking over a stale run lock on %s" % node) not in squashed:
+            found.append("recover run: %s's lock, left by the interrupted run, was not taken over" % node)
+        if not [e for e in events if e[2] == node and e[1] == "resume"]:
+            found.append("recover run: %s was not rolled again and resumed" % node)
+    if _squash("no longer runs on this controller") not in squashed:
+        found.append("recover run: the take-over does not say the interrupted run's process is gone")
+    if _squash("fleet lock: removed the stale entry") not in squashed:
+        found.append("recover run: the interrupted run's fleet lock entry was not removed as stale")
+    if not [e for e in events if e[2] == LATER and e[1] == "resume"]:
+        found.append("recover run: %s, never reached by the cut-off run, was not rolled" % LATER)
+    if [e for e in events if e[2] == CALM]:
+        found.append("recover run: %s needs nothing but was touched" % CALM)
+    return found
+
+
 def main(argv):
     texts = []
     for path in argv[1:]:
@@ -207,6 +293,10 @@ def main(argv):
         found += unreach_problems(*texts[5:7])
     if len(texts) >= 9:
         found += ahead_problems(*texts[7:9])
+    if len(texts) >= 18:
+        found += canary_problems(*texts[9:11])
+        found += stop_problems(*texts[11:16])
+        found += recover_problems(*texts[16:18])
     for line in found:
         print(line)
     print("%d problem(s)" % len(found))
