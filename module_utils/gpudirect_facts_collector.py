@@ -19,6 +19,7 @@ import os
 import re
 
 from ansible.module_utils.gpudirect_gpu_nic_pairs import gpu_nic_pairs
+from ansible.module_utils.gpudirect_host import read_attr
 from ansible.module_utils.gpudirect_kernel import C_LOCALE, running_kernel
 from ansible.module_utils.gpudirect_limits import (
     configured_manager_memlock,
@@ -43,7 +44,6 @@ from ansible.module_utils.gpudirect_pci import (
     pci_address_key,
     pci_device_dir,
     read_pci_function,
-    read_text,
     root_path,
 )
 from ansible.module_utils.gpudirect_versions import VersionError, parse_proc_driver_version
@@ -232,11 +232,11 @@ class FactsCollector(object):
 
     # drivers, modules ------------------------------------------------------
     def nvidia_driver(self):
-        info = parse_nvidia_version(read_text(self.path("proc/driver/nvidia/version")))
+        info = parse_nvidia_version(read_attr(self.path("proc/driver/nvidia/version")))
         if not info["loaded"] and os.path.isdir(self.path("sys/module/nvidia")):
             info["loaded"] = True
         if info["loaded"] and info["version"] is None:
-            version = read_text(self.path("sys/module/nvidia/version"))
+            version = read_attr(self.path("sys/module/nvidia/version"))
             info["version"] = version or None
         if info["loaded"] and (info["version"] is None or info["flavor"] is None):
             self.warn("nvidia driver: loaded but version/flavour not recognised in /proc/driver/nvidia/version")
@@ -247,7 +247,7 @@ class FactsCollector(object):
 
     def kernel_config(self, release, option):
         if release:
-            text = read_text(self.path("boot", "config-%s" % release))
+            text = read_attr(self.path("boot", "config-%s" % release))
             if text is not None:
                 return parse_kernel_config(text, option)
         try:
@@ -274,7 +274,7 @@ class FactsCollector(object):
             reasons.append("default boot kernel %s differs from running %s" % (default, running))
         for flag in ("var/run/reboot-required", "run/reboot-required"):
             if os.path.exists(self.path(flag)):
-                pkgs = read_text(self.path(flag + ".pkgs"))
+                pkgs = read_attr(self.path(flag + ".pkgs"))
                 pkgs = ", ".join(sorted(set((pkgs or "").split())))
                 reasons.append("/%s exists%s" % (flag, " (packages: %s)" % pkgs if pkgs else ""))
                 break
@@ -293,7 +293,7 @@ class FactsCollector(object):
         out["session"] = dict(out, uid=os.getuid())
         out["login_reason"] = None
         try:
-            base = parse_proc_limits(read_text(self.path("proc/1/limits")))
+            base = parse_proc_limits(read_attr(self.path("proc/1/limits")))
             base_source = None if base is None else "PID 1: %s/%s" % (show_limit(base[0]), show_limit(base[1]))
             out["login"] = login_memlock(read_limits(self.root), base or (None, None), base_source)
         except Exception as exc:

@@ -2,6 +2,10 @@
 
 ``read_text(path, default=None)``
     A file's whole text, or ``default`` when it is missing or unreadable.
+``read_attr(path, default=None)``
+    The same, stripped: one sysfs/procfs attribute (``0x10de``, ``16.35.4030``).
+``read_bytes(path, default=None)``
+    A file's bytes (``/proc/<pid>/environ``), or ``default``.
 ``Host(run)``
     The interface the probes read the host through (``read``, ``exists``, ``isdir``,
     ``realpath``, ``glob``, ``which``, ``uname``, ``release``, ``run``); unit tests pass
@@ -25,14 +29,34 @@ C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 __metaclass__ = type
 
 
+def read_bytes(path, default=None):
+    """The bytes of the file at ``path``, or ``default`` when it is missing or unreadable (a
+    directory, EACCES, sysfs's EINVAL/EIO)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return default
+
+
 def read_text(path, default=None):
     """The whole text of the file at ``path`` (UTF-8; a byte that is not reads as U+FFFD), or
-    ``default`` when it is missing or unreadable (sysfs answers EINVAL/EIO for some attributes)."""
+    ``default`` when it is missing or unreadable (sysfs answers EINVAL/EIO for some attributes).
+
+    UTF-8 whatever the node's locale: under ``LANG=C`` Python 3.6 would decode ASCII, and a
+    firmware string or a comment with one other byte must not make the file unreadable."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
     except (IOError, OSError):
         return default
+
+
+def read_attr(path, default=None):
+    """``read_text`` stripped of the newline and blanks around it: one sysfs/procfs attribute
+    (``vendor``, ``current_link_speed``, ``fw_ver``), or ``default`` when missing or unreadable."""
+    text = read_text(path)
+    return default if text is None else text.strip()
 
 
 def module_runner(module):

@@ -16,9 +16,8 @@ import hashlib
 import os
 import tempfile
 
-from ansible.module_utils.gpudirect_host import C_LOCALE
+from ansible.module_utils.gpudirect_host import C_LOCALE, read_attr
 from ansible.module_utils.gpudirect_loopback_helper import LoopbackError
-from ansible.module_utils.gpudirect_pci import read_text
 
 HELPER_NAME = "gpudirect_loopback_helper"
 COMPILE_FLAGS = ["-O2", "-std=gnu99", "-Wall"]
@@ -45,7 +44,7 @@ def helper_is_current(binary, stamp, digest):
     """Whether ``binary`` is an executable built from the source whose digest is ``digest``."""
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
         return False
-    return (read_text(stamp) or "").split(" ")[0] == digest
+    return (read_attr(stamp) or "").split(" ")[0] == digest
 
 
 def build_command(cc, sources, output_path):

@@ -22,8 +22,9 @@ import os
 import re
 import socket
 
+from ansible.module_utils.gpudirect_host import read_attr
 from ansible.module_utils.gpudirect_pci import (normalize_pci_address, parse_link_speed, parse_link_width,
-                                                pci_address_key, read_text, root_path)
+                                                pci_address_key, root_path)
 from ansible.module_utils.gpudirect_topology import CROSSES, GOOD, distance_rank
 
 MODES = ("auto", "host", "cuda_peermem", "cuda_dmabuf")
@@ -70,8 +71,8 @@ def scan_gpus(root="/"):
         return []
     gpus = []
     for name in sorted(names, key=pci_address_key):
-        vendor = read_text(os.path.join(base, name, "vendor"))
-        klass = read_text(os.path.join(base, name, "class")) or ""
+        vendor = read_attr(os.path.join(base, name, "vendor"))
+        klass = read_attr(os.path.join(base, name, "class")) or ""
         if vendor == "0x10de" and (klass.startswith("0x0300") or klass.startswith("0x0302")):
             gpus.append({"address": name.lower(), "ordinal": len(gpus)})
     return gpus
@@ -220,7 +221,7 @@ def resolve_mode(mode, facts, gpus, root="/"):
         if peermem.get("nvidia_peermem") or peermem.get("nv_peer_mem"):
             return "cuda_peermem", "auto: peer-memory module loaded"
         return "host", "auto: neither dma-buf nor a peer-memory module available; host memory only"
-    if "Open Kernel Module" in (read_text(root_path(root, "proc/driver/nvidia/version")) or ""):
+    if "Open Kernel Module" in (read_attr(root_path(root, "proc/driver/nvidia/version")) or ""):
         return "cuda_dmabuf", "auto: open NVIDIA module (sysfs)"
     if os.path.isdir(root_path(root, "sys/module/nvidia_peermem")):
         return "cuda_peermem", "auto: nvidia_peermem loaded (sysfs)"
@@ -261,8 +262,8 @@ def gid_table(root, name, port):
         entries = []
     table = []
     for entry in sorted((e for e in entries if e.isdigit()), key=int):
-        gid = (read_text(os.path.join(pdir, "gids", entry)) or "").lower()
-        gid_type = read_text(os.path.join(pdir, "gid_attrs", "types", entry))
+        gid = (read_attr(os.path.join(pdir, "gids", entry)) or "").lower()
+        gid_type = read_attr(os.path.join(pdir, "gid_attrs", "types", entry))
         if not gid or gid == ZERO_GID or not gid_type:
             continue
         table.append((int(entry), gid_type, gid))
@@ -350,8 +351,8 @@ def live_pci_link(root, address):
     if not address:
         return None
     base = root_path(root, "sys/bus/pci/devices", address)
-    speed = parse_link_speed(read_text(os.path.join(base, "current_link_speed")))
-    width = parse_link_width(read_text(os.path.join(base, "current_link_width")))
+    speed = parse_link_speed(read_attr(os.path.join(base, "current_link_speed")))
+    width = parse_link_width(read_attr(os.path.join(base, "current_link_width")))
     return pcie_gbps(speed, width)
 
 

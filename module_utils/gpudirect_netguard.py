@@ -31,6 +31,8 @@ import re
 import socket
 import struct
 
+from ansible.module_utils.gpudirect_host import read_bytes, read_text
+
 __metaclass__ = type
 
 RDMA_NETDEV_DRIVERS = ("mlx5_core", "mlx4_core", "mlx4_en")
@@ -55,24 +57,16 @@ def parse_ssh_connection(text):
     return {"client": fields[0], "client_port": int(fields[1]), "server": fields[2], "server_port": int(fields[3])}
 
 
-def _read(path, binary=False):
-    try:
-        with open(path, "rb" if binary else "r") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
 def ssh_connection_from_proc(proc_root, pid, limit=64):
     """``SSH_CONNECTION`` of process ``pid`` or its nearest ancestor that has it, else None."""
     seen = 0
     while pid and int(pid) > 1 and seen < limit:
         seen += 1
-        environ = _read(os.path.join(proc_root, str(pid), "environ"), binary=True) or b""
+        environ = read_bytes(os.path.join(proc_root, str(pid), "environ")) or b""
         for entry in environ.split(b"\0"):
             if entry.startswith(b"SSH_CONNECTION="):
                 return entry.split(b"=", 1)[1].decode("utf-8", "replace")
-        status = _read(os.path.join(proc_root, str(pid), "status")) or ""
+        status = read_text(os.path.join(proc_root, str(pid), "status")) or ""
         match = re.search(r"^PPid:\s*(\d+)", status, re.M)
         pid = int(match.group(1)) if match else 0
     return None
@@ -198,7 +192,7 @@ def netdev_lowers(sys_root, ifname):
     for entry in entries:
         if entry.startswith("lower_"):
             lowers.append(entry[len("lower_"):])
-    slaves = _read(os.path.join(base, "bonding", "slaves"))
+    slaves = read_text(os.path.join(base, "bonding", "slaves"))
     for name in (slaves or "").split():
         if name not in lowers:
             lowers.append(name)

@@ -20,6 +20,8 @@ import errno
 import os
 import re
 
+from ansible.module_utils.gpudirect_host import read_attr
+
 SYSFS_PCI_DEVICES = "sys/bus/pci/devices"
 
 PCI_VENDOR_NVIDIA = 0x10DE
@@ -107,19 +109,9 @@ def root_path(root, *parts):
     return os.path.join(root or "/", *[p.lstrip("/") for p in parts])
 
 
-def read_text(path, default=None):
-    """Return the stripped content of a (sysfs) file, or ``default`` when it
-    is missing or unreadable (sysfs answers EINVAL/EIO for some attributes)."""
-    try:
-        with open(path, "r") as handle:
-            return handle.read().strip()
-    except (IOError, OSError, UnicodeDecodeError):
-        return default
-
-
 def read_int(path, base=0, default=None):
     """Read an integer attribute ("0x10de", "-1", "16")."""
-    text = read_text(path)
+    text = read_attr(path)
     if text is None or text == "":
         return default
     try:
@@ -557,10 +549,10 @@ def read_pci_function(root, address, devdir=None):
         subsystem_device=read_int(os.path.join(devdir, "subsystem_device"), 16),
         numa_node=read_int(os.path.join(devdir, "numa_node"), 10, -1),
         driver=link_basename(os.path.join(devdir, "driver")),
-        current_link_speed=parse_link_speed(read_text(os.path.join(devdir, "current_link_speed"))),
-        current_link_width=parse_link_width(read_text(os.path.join(devdir, "current_link_width"))),
-        max_link_speed=parse_link_speed(read_text(os.path.join(devdir, "max_link_speed"))),
-        max_link_width=parse_link_width(read_text(os.path.join(devdir, "max_link_width"))),
+        current_link_speed=parse_link_speed(read_attr(os.path.join(devdir, "current_link_speed"))),
+        current_link_width=parse_link_width(read_attr(os.path.join(devdir, "current_link_width"))),
+        max_link_speed=parse_link_speed(read_attr(os.path.join(devdir, "max_link_speed"))),
+        max_link_width=parse_link_width(read_attr(os.path.join(devdir, "max_link_width"))),
         root_complex=root_complex,
         chain=chain,
         port_type=port_type,
@@ -706,7 +698,7 @@ def iommu_info(root="/"):
     ``unknown`` (sysfs does not say). The default domain type of the groups
     (``/sys/kernel/iommu_groups/*/type``) wins over the command line.
     """
-    cmdline = read_text(root_path(root, "proc/cmdline"), "")
+    cmdline = read_attr(root_path(root, "proc/cmdline"), "")
     flags = parse_cmdline_iommu(cmdline)
     class_dir = root_path(root, "sys/class/iommu")
     groups_dir = root_path(root, "sys/kernel/iommu_groups")
@@ -721,7 +713,7 @@ def iommu_info(root="/"):
         names = os.listdir(groups_dir)
         groups = len(names)
         for name in names:
-            kind = read_text(os.path.join(groups_dir, name, "type"))
+            kind = read_attr(os.path.join(groups_dir, name, "type"))
             if kind:
                 group_types[kind] = group_types.get(kind, 0) + 1
     except (IOError, OSError):

@@ -18,7 +18,8 @@ __metaclass__ = type
 import os
 import re
 
-from ansible.module_utils.gpudirect_pci import link_basename, pci_address_of, read_text, root_path
+from ansible.module_utils.gpudirect_host import read_attr
+from ansible.module_utils.gpudirect_pci import link_basename, pci_address_of, root_path
 
 INFINIBAND = "sys/class/infiniband"
 
@@ -53,16 +54,16 @@ def scan_port(root, name, port):
     pdir = root_path(root, INFINIBAND, name, "ports", str(port))
     if not os.path.isdir(pdir):
         return None
-    state_num, state = parse_sysfs_state(read_text(os.path.join(pdir, "state")))
-    rate = read_text(os.path.join(pdir, "rate"))
+    state_num, state = parse_sysfs_state(read_attr(os.path.join(pdir, "state")))
+    rate = read_attr(os.path.join(pdir, "rate"))
     return {
         "state": state,
         "state_num": state_num,
-        "phys_state": parse_sysfs_state(read_text(os.path.join(pdir, "phys_state")))[1],
-        "link_layer": read_text(os.path.join(pdir, "link_layer")),
+        "phys_state": parse_sysfs_state(read_attr(os.path.join(pdir, "phys_state")))[1],
+        "link_layer": read_attr(os.path.join(pdir, "link_layer")),
         "rate": rate,
         "rate_gbps": parse_rate(rate),
-        "netdev": read_text(os.path.join(pdir, "gid_attrs", "ndevs", "0")) or None,
+        "netdev": read_attr(os.path.join(pdir, "gid_attrs", "ndevs", "0")) or None,
     }
 
 
@@ -72,9 +73,9 @@ def scan_rdma_device(root, name, warn=None):
     whose netdev has no PCI function, a device with neither link)."""
     warn = warn or (lambda text: None)
     devdir = root_path(root, INFINIBAND, name)
-    node_type = parse_sysfs_state(read_text(os.path.join(devdir, "node_type")))[1]
+    node_type = parse_sysfs_state(read_attr(os.path.join(devdir, "node_type")))[1]
     device_link = os.path.join(devdir, "device")
-    parent = read_text(os.path.join(devdir, "parent"))
+    parent = read_attr(os.path.join(devdir, "parent"))
     netdevs = []
     if os.path.lexists(device_link):
         kind = "hca"
@@ -110,8 +111,8 @@ def scan_rdma_device(root, name, warn=None):
         "pci_address": address,
         "parent_netdev": parent,
         "node_type": node_type,
-        "node_guid": read_text(os.path.join(devdir, "node_guid")),
-        "fw_ver": read_text(os.path.join(devdir, "fw_ver")) or None,
+        "node_guid": read_attr(os.path.join(devdir, "node_guid")),
+        "fw_ver": read_attr(os.path.join(devdir, "fw_ver")) or None,
         "netdevs": netdevs,
         "ports": ports,
     }

@@ -34,6 +34,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible.module_utils.gpudirect_host import read_text
 from ansible.module_utils.gpudirect_versions import strip_ansi
 
 EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
@@ -708,14 +709,6 @@ def verification_check(result, cert_configured=True):
 # the facts section, the preflight lines and finding
 # --------------------------------------------------------------------------
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
 def collect(root="/", run=None, live=False):
     """The ``secure_boot`` facts of a node. ``run(argv)`` returns ``(rc, out, err)`` or None
     when the binary is absent; it is used only when ``live``. Every source that fails leaves
@@ -742,13 +735,13 @@ def collect(root="/", run=None, live=False):
     for key in ("secure_boot", "setup_mode", "shim_validation_disabled", "source"):
         out[key] = state.get(key)
 
-    lockdown_text = _read(under("sys", "kernel", "security", "lockdown"))
+    lockdown_text = read_text(under("sys", "kernel", "security", "lockdown"))
     if lockdown_text is not None:
         try:
             out["lockdown"] = parse_lockdown(lockdown_text)
         except ValueError as exc:
             out["errors"].append(str(exc))
-    enforce = _read(under("sys", "module", "module", "parameters", "sig_enforce"))
+    enforce = read_text(under("sys", "module", "module", "parameters", "sig_enforce"))
     out["sig_enforce"] = enforce.strip() if enforce is not None else None
     policy = module_signature_policy(out["lockdown"], out["sig_enforce"])
     if policy["required"] is None and out["secure_boot"] == "enabled":
@@ -757,7 +750,7 @@ def collect(root="/", run=None, live=False):
         policy = {"required": True, "why": "Secure Boot is enabled: %s" % policy["why"]}
     out["signatures_required"], out["enforcement"] = policy["required"], policy["why"]
 
-    keys_text = _read(under("proc", "keys"))
+    keys_text = read_text(under("proc", "keys"))
     if keys_text is not None:
         try:
             out["trusted_keys"] = [dict(k, keyring=None) for k in parse_proc_keys(keys_text)]

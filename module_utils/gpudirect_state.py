@@ -21,10 +21,10 @@ import json
 import os
 import stat
 
+from ansible.module_utils.gpudirect_host import read_attr
 from ansible.module_utils.gpudirect_kernel import default_boot_kernel, running_kernel
 from ansible.module_utils.gpudirect_pci import (PCI_VENDOR_MELLANOX, PCI_VENDOR_NVIDIA, acs_info, list_pci_addresses,
-                                                pci_address_of, pci_device_dir, read_config, read_pci_function,
-                                                read_text)
+                                                pci_address_of, pci_device_dir, read_config, read_pci_function)
 
 # 2: the GPU and NIC inventory, NIC firmware, the peer-memory path and the toolkit's
 # own units joined the fingerprint; a format 1 record means one full run.
@@ -333,7 +333,7 @@ def nic_firmware(root="/"):
         names = sorted(os.listdir(base))
     except (IOError, OSError):
         return {}
-    return dict((name, read_text(os.path.join(base, name, "fw_ver")) or "none") for name in names)
+    return dict((name, read_attr(os.path.join(base, name, "fw_ver")) or "none") for name in names)
 
 
 def peer_memory_path(root="/", loaded=None):
@@ -341,7 +341,7 @@ def peer_memory_path(root="/", loaded=None):
     dma-buf (the open NVIDIA module), or 'none'."""
     loaded = loaded_modules(root) if loaded is None else loaded
     parts = [name for name in PEERMEM_MODULES if name in loaded]
-    if "Open Kernel Module" in (read_text(_under(root, "proc/driver/nvidia/version")) or ""):
+    if "Open Kernel Module" in (read_attr(_under(root, "proc/driver/nvidia/version")) or ""):
         parts.append("dma-buf (open NVIDIA module)")
     return " + ".join(parts) or "none"
 

@@ -27,6 +27,48 @@ def test_read_text_reads_a_byte_that_is_not_utf8_as_a_replacement(tmp_path):
     assert host_utils.read_text(str(path)) == "# Andr\ufffd\n*  hard  memlock  unlimited\n"
 
 
+def test_read_attr_is_read_text_stripped(tmp_path):
+    """The sysfs reader gpudirect_pci had as its own read_text: same answers, now one implementation."""
+    path = tmp_path / "current_link_speed"
+    path.write_bytes(b"  16.0 GT/s PCIe\n")
+    assert host_utils.read_attr(str(path)) == "16.0 GT/s PCIe"
+    (tmp_path / "empty").write_bytes(b"\n")
+    assert host_utils.read_attr(str(tmp_path / "empty")) == ""
+    assert host_utils.read_attr(str(tmp_path / "absent")) is None
+    assert host_utils.read_attr(str(tmp_path / "absent"), "none") == "none"
+    assert host_utils.read_attr(str(tmp_path), "dir") == "dir"
+
+
+def test_read_attr_reads_a_byte_that_is_not_utf8_as_a_replacement(tmp_path):
+    """gpudirect_pci's copy answered the default for such a file (and, under LANG=C on Python 3.6,
+    for any non-ASCII byte): the one helper keeps the rest of the text whatever the locale."""
+    path = tmp_path / "fw_ver"
+    path.write_bytes(b"16.35.\xff4030\n")
+    assert host_utils.read_attr(str(path)) == "16.35.\ufffd4030"
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads a mode-000 file")
+def test_readers_answer_the_default_for_an_unreadable_file(tmp_path):
+    path = tmp_path / "secret"
+    path.write_bytes(b"x\n")
+    path.chmod(0)
+    try:
+        assert host_utils.read_text(str(path), "d") == "d"
+        assert host_utils.read_attr(str(path), "d") == "d"
+        assert host_utils.read_bytes(str(path), b"d") == b"d"
+    finally:
+        path.chmod(0o600)
+
+
+def test_read_bytes_keeps_every_byte(tmp_path):
+    """/proc/<pid>/environ: NUL-separated, not text."""
+    path = tmp_path / "environ"
+    path.write_bytes(b"SSH_CONNECTION=10.0.0.1 5 10.0.0.2 22\0LANG=\xe9\0")
+    assert host_utils.read_bytes(str(path)) == b"SSH_CONNECTION=10.0.0.1 5 10.0.0.2 22\0LANG=\xe9\0"
+    assert host_utils.read_bytes(str(tmp_path / "absent")) is None
+    assert host_utils.read_bytes(str(tmp_path), b"") == b""
+
+
 def test_host_read_and_run_strip_nothing_but_command_output(tmp_path):
     path = tmp_path / "class"
     path.write_text("0x068000\n")

@@ -58,10 +58,54 @@ def ansi_copies(rel, text):
     return found
 
 
+def _catches_oserror(handler):
+    names = []
+    for node in ast.walk(handler.type) if handler.type is not None else []:
+        if isinstance(node, ast.Name):
+            names.append(node.id)
+    return handler.type is None or bool({"IOError", "OSError", "EnvironmentError", "Exception"} & set(names))
+
+
+def _is_whole_read(expr):
+    """``handle.read()``, optionally ``.strip()``/``.decode(..)``-ed: the whole file as the answer."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr in ("strip", "rstrip", "decode"):
+        expr = expr.func.value
+    return (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "read"
+            and not expr.args and isinstance(expr.func.value, ast.Name))
+
+
+def _reads_or_default(node):
+    """``try: with open(..) as h: return h.read() except OSError: return <default>``."""
+    if not isinstance(node, ast.Try) or len(node.body) != 1 or not isinstance(node.body[0], ast.With):
+        return False
+    block = node.body[0]
+    opens = any(isinstance(item.context_expr, ast.Call) and getattr(item.context_expr.func, "id", "") == "open"
+                for item in block.items)
+    returns = len(block.body) == 1 and isinstance(block.body[0], ast.Return) and _is_whole_read(block.body[0].value)
+    answers = any(_catches_oserror(h) and any(isinstance(n, ast.Return) for n in h.body) for h in node.handlers)
+    return opens and returns and answers
+
+
+def reader_copies(rel, text):
+    """A file reader that answers a default when the file is missing or unreadable, written here
+    instead of gpudirect_host.read_text / read_attr / read_bytes, whatever the function is called."""
+    found = []
+    for func in ast.walk(ast.parse(text)):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if func.name in ("read_text", "read_attr", "read_bytes"):
+            found.append("%s:%d: def %s" % (rel, func.lineno, func.name))
+        elif any(_reads_or_default(node) for node in ast.walk(func)):
+            found.append("%s:%d: %s() reads a file and answers a default" % (rel, func.lineno, func.name))
+    return found
+
+
 # family -> (its one home, the finder of copies)
 FAMILIES = {
     "C_LOCALE": ("module_utils/gpudirect_host.py", locale_copies),
     "ANSI": ("module_utils/gpudirect_versions.py", ansi_copies),
+    "read_text": ("module_utils/gpudirect_host.py", reader_copies),
 }
 
 
@@ -86,6 +130,11 @@ def test_each_helper_has_one_home(family):
     ("C_LOCALE", 'C_LOCALE = {"LC_ALL": "C", "LANG": "C"}\n'),
     ("C_LOCALE", 'def run(m, argv):\n    return m.run_command(argv, environ_update={"LC_ALL": "C"})\n'),
     ("C_LOCALE", 'import os\nENV = dict(os.environ, LC_ALL="C")\n'),
+    ("read_text", 'def read_text(path):\n    return open(path).read()\n'),
+    ("read_text", 'def _read(path, binary=False):\n    try:\n        with open(path, "rb" if binary else "r") as h:\n'
+                  '            return h.read()\n    except (IOError, OSError):\n        return None\n'),
+    ("read_text", 'def sysfs(path):\n    try:\n        with open(path) as h:\n            return h.read().strip()\n'
+                  '    except (IOError, OSError, UnicodeDecodeError):\n        return ""\n'),
     ("ANSI", 'import re\n_ANSI = re.compile(r"\\x1b\\[[0-9;]*[A-Za-z]")\n'),
     ("ANSI", 'import re\nCOLOUR = re.compile("\\033\\\\[[0-9;]*m")\n'),
 ])

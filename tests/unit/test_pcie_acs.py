@@ -775,7 +775,9 @@ MODULE_UTILS = os.path.join(os.path.dirname(__file__), "..", "..", "module_utils
 # fails (exit 1) and writes nothing. Every call is appended to $SETPCI_LOG.
 SETPCI_STUB = r'''#!%(python)s
 import os, struct, sys
+import ansible.module_utils
 sys.path.insert(0, %(module_utils)r)
+ansible.module_utils.__path__.append(%(module_utils)r)  # gpudirect_pci imports gpudirect_host as Ansible ships it
 import gpudirect_pci
 args = sys.argv[1:]
 with open(os.environ["SETPCI_LOG"], "a") as log:
