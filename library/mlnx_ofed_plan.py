@@ -268,6 +268,7 @@ connection_guard:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_dpkg import dpkg_query_argv
 from ansible.module_utils.gpudirect_host import C_LOCALE, read_text
 from ansible.module_utils.gpudirect_netguard import GuardError, assess, parse_ip_route_get, route_dev_from_proc
 from ansible.module_utils.gpudirect_netguard import ssh_connection_from_proc
@@ -292,7 +293,7 @@ def probe_packages(module, names):
     dpkg = module.get_bin_path("dpkg-query")
     if dpkg:
         # rc 1: some of the names are unknown to dpkg; the others are still printed
-        out = _run(module, [dpkg, "-W", "-f=${Package} ${Version} ${db:Status-Abbrev}\n"] + names, ok=(0, 1))
+        out = _run(module, dpkg_query_argv(names, dpkg), ok=(0, 1))
         return parse_dpkg_query(out)
     rpm = module.get_bin_path("rpm")
     installed, held = {}, []

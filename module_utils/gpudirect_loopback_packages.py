@@ -9,7 +9,8 @@ mode"). Only the missing packages are installed; none missing: nothing runs.
 
 * ``dpkg``: ``dpkg-query --show --showformat='${db:Status-Abbrev} ${Package} ${Version}\\n'``
   (the format the lent GPU node's capture, tests/fixtures/gpu_node/h100/vendor.txt, was
-  taken with). The abbreviation is three letters, wanted state, current state, error
+  taken with), read by ``gpudirect_dpkg.parse_dpkg_query`` with the status first
+  (``DPKG_FIELDS``). The abbreviation is three letters, wanted state, current state, error
   (dpkg-query(1)); a package is installed when the current state is ``i`` (``ii``
   installed, ``hi`` held and installed; ``rc``, removed with its configuration left, is
   not).
@@ -20,7 +21,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible.module_utils.gpudirect_dpkg import DpkgQueryError, parse_dpkg_query
+
 MANAGERS = ("dpkg", "rpm")
+# the order roles/gpudirect_verify/vars/main.yml asks dpkg-query for
+DPKG_FIELDS = ("status", "package", "version")
 
 
 class PackageQueryError(ValueError):
@@ -31,20 +36,13 @@ def installed_packages(text, manager):
     """Set of installed package names from the query's standard output."""
     if manager not in MANAGERS:
         raise PackageQueryError("unknown package manager %r; expected one of %s" % (manager, ", ".join(MANAGERS)))
-    names = set()
-    for number, line in enumerate((text or "").splitlines(), start=1):
-        if not line.strip():
-            continue
-        if manager == "rpm":
-            names.add(line.strip())
-            continue
-        fields = line.split()
-        if len(fields) not in (2, 3) or len(fields[0]) not in (2, 3):
-            raise PackageQueryError("line %d of dpkg-query is not '<status> <package> <version>': %r"
-                                    % (number, line))
-        if fields[0][1] == "i":
-            names.add(fields[1])
-    return names
+    if manager == "rpm":
+        return set(line.strip() for line in (text or "").splitlines() if line.strip())
+    try:
+        records = parse_dpkg_query(text, DPKG_FIELDS, strict=True)
+    except DpkgQueryError as exc:
+        raise PackageQueryError(str(exc))
+    return set(record["package"] for record in records if record["installed"])
 
 
 def missing_packages(text, wanted, manager):

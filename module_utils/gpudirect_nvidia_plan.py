@@ -11,6 +11,7 @@ Driver versions, package versions and ``/proc/driver/nvidia/version`` are read o
 
 from __future__ import absolute_import, division, print_function
 
+from ansible.module_utils.gpudirect_dpkg import dpkg_query_argv, installed_and_held
 from ansible.module_utils.gpudirect_nvidia import (NvidiaDecisionError, check_branch, choose_flavor,
                                                    fabricmanager_package)
 from ansible.module_utils.gpudirect_nvlink_plan import (LPF_VPD_MARK, NVLSM_PACKAGES, check_imex_nodes,
@@ -50,23 +51,10 @@ class PlanError(ValueError):
 # Probe: read-only, through ``host``
 # --------------------------------------------------------------------------
 
-def _dpkg_lines(out):
-    """``${Package} ${Version} ${db:Status-Abbrev}`` lines -> ({installed name: version}, [held names])."""
-    found, held = {}, []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[2][1:2] == "i":
-            found[parts[0]] = parts[1]
-            if parts[2][0] == "h":
-                held.append(parts[0])
-    return found, held
-
-
 def query_packages(host, names):
     """Installed versions of ``names`` ({name: version}) and the held ones (dpkg only)."""
     if host.which("dpkg-query"):
-        return _dpkg_lines(host.run(["dpkg-query", "-W", "-f=${Package} ${Version} ${db:Status-Abbrev}\n"]
-                                    + list(names))[1])
+        return installed_and_held(host.run(dpkg_query_argv(names))[1])
     found = {}
     if host.which("rpm"):
         for name in names:
@@ -92,8 +80,8 @@ def _owner(host, path):
 def _other_driver_packages(host):
     """NVIDIA kernel-module packages outside the role's list (the distribution's own, e.g. Ubuntu's)."""
     if host.which("dpkg-query"):
-        return _dpkg_lines(host.run(["dpkg-query", "-W", "-f=${Package} ${Version} ${db:Status-Abbrev}\n",
-                                     "nvidia-dkms-*", "linux-modules-nvidia-*", "nvidia-kernel-source-*"])[1])[0]
+        return installed_and_held(host.run(dpkg_query_argv(
+            ["nvidia-dkms-*", "linux-modules-nvidia-*", "nvidia-kernel-source-*"]))[1])[0]
     found = {}
     if host.which("rpm"):
         out = host.run(["rpm", "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\n", "kmod-nvidia*", "akmod-nvidia*"])[1]

@@ -25,6 +25,7 @@ Every error is ``OfedPlanError`` (a ``ValueError``) naming the value and the kno
 from __future__ import absolute_import, division, print_function
 
 from ansible.module_utils import gpudirect_versions as versions
+from ansible.module_utils.gpudirect_dpkg import installed_and_held
 
 __metaclass__ = type
 
@@ -119,17 +120,12 @@ def parse_dpkg_query(text):
 
     ``installed`` maps package -> version for packages whose status is installed (second letter
     ``i``); ``held`` lists those whose selection is ``hold`` (first letter ``h``).  Lines of
-    packages dpkg knows but has not installed (``un``, ``rc``) are skipped.
+    packages dpkg knows but has not installed (``un``, ``rc``) are skipped; the lines are read by
+    ``gpudirect_dpkg.installed_and_held``, the versions checked here.
     """
-    installed, held = {}, []
-    for line in str(text or "").splitlines():
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        if parts[2][1:2] == "i":
-            installed[parts[0]] = _parse(versions.parse_package_version, parts[1], "dpkg-query: %s" % parts[0])["version"]
-            if parts[2][0] == "h":
-                held.append(parts[0])
+    installed, held = installed_and_held(text)
+    for name, version in installed.items():
+        installed[name] = _parse(versions.parse_package_version, version, "dpkg-query: %s" % name)["version"]
     return installed, held
 
 

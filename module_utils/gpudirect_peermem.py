@@ -24,6 +24,7 @@ import ctypes
 import os
 
 from ansible.module_utils import gpudirect_host
+from ansible.module_utils.gpudirect_dpkg import dpkg_query_argv, installed_and_held
 from ansible.module_utils.gpudirect_nvidia import describe, gpu_infos
 from ansible.module_utils import gpudirect_versions as versions
 
@@ -126,9 +127,8 @@ def libibverbs_of(host):
 def rdma_core_of(host):
     """The installed rdma-core package version, "" when not installed."""
     if host.which("dpkg-query"):
-        rc, out, _ = host.run(["dpkg-query", "-W", "-f=${Version} ${db:Status-Abbrev}", "rdma-core"])
-        words = out.split()
-        return words[0] if rc == 0 and len(words) > 1 and words[1][1:2] == "i" else ""
+        rc, out, _ = host.run(dpkg_query_argv(["rdma-core"]))
+        return installed_and_held(out)[0].get("rdma-core", "") if rc == 0 else ""
     if host.which("rpm"):
         rc, out, _ = host.run(["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}", "rdma-core"])
         return out if rc == 0 else ""

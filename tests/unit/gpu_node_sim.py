@@ -135,7 +135,7 @@ def gpu_node(proc=PROC_OPEN, sys_version="580.159.04", packages=None, rdma_core=
         if argv[:2] == ["dpkg-query", "-W"]:
             names = argv[3:]
             if names == ["rdma-core"]:
-                return (0, "%s ii " % rdma_core) if rdma_core else (1, "")
+                return (0, "rdma-core %s ii " % rdma_core) if rdma_core else (1, "")
             lines = ["%s %s ii " % (n, v) for n, v in sorted(packages.items())
                      if any(fnmatch.fnmatch(n, pat) for pat in names)]
             return (0 if lines else 1), "\n".join(lines)

@@ -114,7 +114,8 @@ def vm_host(ofed=DOCA_291, loaded=("nvidia", "ib_core"), built=("nvidia_peermem"
     commands = {("modinfo", "-k", k, "-F", "version", "nvidia"): (0, "580.95.05"),
                 ("modinfo", "-k", k, "-F", "license", "nvidia"): (0, "Dual MIT/GPL"),
                 ("modinfo", "-k", k, "-n", "ib_core"): (0, "/lib/modules/%s/updates/dkms/ib_core.ko" % k),
-                ("dpkg-query", "-W", "-f=${Version} ${db:Status-Abbrev}", "rdma-core"): (0, "2410mlnx54-1.2410068 ii ")}
+                ("dpkg-query", "-W", "-f=${Package} ${Version} ${db:Status-Abbrev}\n", "rdma-core"):
+                (0, "rdma-core 2410mlnx54-1.2410068 ii ")}
     for name in built:
         commands[("modinfo", "-k", k, "-n", name)] = (0, "/lib/modules/%s/updates/dkms/%s.ko" % (k, name))
     commands[("modinfo", "-k", k, "-F", "depends", "nvidia_peermem")] = (0, "nvidia,ib_core")

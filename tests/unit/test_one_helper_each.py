@@ -101,11 +101,32 @@ def reader_copies(rel, text):
     return found
 
 
+def dpkg_copies(rel, text):
+    """dpkg-query's format or its status letters read here instead of through gpudirect_dpkg
+    (dpkg_query_argv, parse_dpkg_query, installed_and_held)."""
+    found = []
+    tree = ast.parse(text)
+    docstrings = set(id(node.body[0].value) for node in ast.walk(tree)
+                     if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+                     and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant))
+    for node in _string_values(tree):
+        if id(node) not in docstrings and ("${db:Status" in node.value or "${Status}" in node.value):
+            found.append("%s:%d: a dpkg-query format %r" % (rel, node.lineno, node.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and "dpkg" in node.name.lower():
+            splits = [call for call in ast.walk(node) if isinstance(call, ast.Call)
+                      and isinstance(call.func, ast.Attribute) and call.func.attr in ("split", "splitlines")]
+            if splits:
+                found.append("%s:%d: %s() splits dpkg-query's lines itself" % (rel, node.lineno, node.name))
+    return found
+
+
 # family -> (its one home, the finder of copies)
 FAMILIES = {
     "C_LOCALE": ("module_utils/gpudirect_host.py", locale_copies),
     "ANSI": ("module_utils/gpudirect_versions.py", ansi_copies),
     "read_text": ("module_utils/gpudirect_host.py", reader_copies),
+    "dpkg-query": ("module_utils/gpudirect_dpkg.py", dpkg_copies),
 }
 
 
@@ -135,6 +156,8 @@ def test_each_helper_has_one_home(family):
                   '            return h.read()\n    except (IOError, OSError):\n        return None\n'),
     ("read_text", 'def sysfs(path):\n    try:\n        with open(path) as h:\n            return h.read().strip()\n'
                   '    except (IOError, OSError, UnicodeDecodeError):\n        return ""\n'),
+    ("dpkg-query", 'ARGV = ["dpkg-query", "-W", "-f=${Version} ${db:Status-Abbrev}", "rdma-core"]\n'),
+    ("dpkg-query", 'def parse_dpkg_query(text):\n    return [line.split() for line in text.splitlines()]\n'),
     ("ANSI", 'import re\n_ANSI = re.compile(r"\\x1b\\[[0-9;]*[A-Za-z]")\n'),
     ("ANSI", 'import re\nCOLOUR = re.compile("\\033\\\\[[0-9;]*m")\n'),
 ])
