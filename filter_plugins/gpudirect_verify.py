@@ -41,6 +41,7 @@ from ansible.module_utils import gpudirect_coverage as _coverage  # noqa: E402
 from ansible.module_utils import gpudirect_crosscheck as _crosscheck  # noqa: E402
 from ansible.module_utils import gpudirect_loopback_packages as _packages  # noqa: E402
 from ansible.module_utils import gpudirect_ring as _ring  # noqa: E402
+from ansible.module_utils import gpudirect_table as _table  # noqa: E402
 from ansible.module_utils import gpudirect_topology as _topology  # noqa: E402
 from ansible.module_utils import gpudirect_topo_matrix as _matrix  # noqa: E402
 
@@ -451,14 +452,9 @@ def gpudirect_verify_fleet_table(records, hosts=None):
             for line in _crosscheck.crosscheck_lines(r.get("crosscheck")):
                 problems.append("  %s: %s" % (host, line))
         counts[status] = counts.get(status, 0) + 1
-    widths = [max(len(str(row[i])) for row in rows + [TABLE_COLUMNS]) for i in range(len(TABLE_COLUMNS))]
-
-    def line(row):
-        return "  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
-
     lines = ["GPUDirect RDMA verification: %d host%s" % (len(order), "" if len(order) == 1 else "s")]
     if rows:
-        lines += [line(TABLE_COLUMNS), line(["-" * w for w in widths])] + [line(row) for row in rows]
+        lines += _table.text_table([TABLE_COLUMNS] + rows, indent="  ", rule=True)
     lines.append("  " + ", ".join("%d %s" % (counts[s], STATUS_TEXT[s])
                                    for s in (PASSED, FAILED, NOT_PROVEN, SKIPPED, WOULD_RUN, WOULD_FAIL, NOT_RUN)
                                    if counts.get(s)) if counts else "  no hosts")
@@ -624,13 +620,8 @@ def _fabric_fleet_lines(records):
             rows.append((any_side["edge"], _num(server.get("bytes_compared", client.get("bytes_compared")), "%d"),
                          _num(client.get("bandwidth_gbps", server.get("bandwidth_gbps")), "%.2f"), verdict,
                          ", ".join(codes) or "-"))
-        widths = [max(len(str(row[i])) for row in rows + [cols]) for i in range(len(cols))]
-
-        def line(row):
-            return "  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
-
-        lines += ["  fabric ring: %d edge%s" % (len(order), "" if len(order) == 1 else "s"),
-                  line(cols), line(["-" * w for w in widths])] + [line(row) for row in rows]
+        lines += ["  fabric ring: %d edge%s" % (len(order), "" if len(order) == 1 else "s")]
+        lines += _table.text_table([cols] + rows, indent="  ", rule=True)
     if not_proven:
         lines.append("  fabric between nodes not proven for %s (loopback only): gpudirect_verify_fabric: ring "
                      "proves it" % ", ".join(not_proven))

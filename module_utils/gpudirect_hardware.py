@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import re
 
+from ansible.module_utils.gpudirect_table import text_table
+
 ACCEPT_KNOB = "gpudirect_drain_hardware_accept"
 _IOMMU_OFF = (None, "off", "unknown", "")
 
@@ -171,6 +173,4 @@ def judge(before, after, accept=None):
 def table(rows):
     """Aligned lines: what, before, after."""
     head = ("what", "before the disruption", "after it")
-    cells = [head] + [(r["what"], r["before"], r["after"]) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(3)]
-    return ["  ".join(c[i].ljust(widths[i]) for i in range(3)).rstrip() for c in cells]
+    return text_table([head] + [(r["what"], r["before"], r["after"]) for r in rows])
