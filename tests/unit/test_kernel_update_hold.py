@@ -165,6 +165,8 @@ def test_a_spent_failure_budget_stops_the_campaign_before_the_next_batch_touches
     rows = {m.group(1): m.group(2) for m in re.finditer(r'^\s*"(n\d)  (.*)"', proc.stdout, re.M)}
     assert "failed before any drain at 'Stop the campaign before this batch when a budget" in rows["n3"]
     assert not [line for line in boot if line.startswith("n3")]
+    # named as not reached by n2's batch; its own batch's table names it, not the "later batches" line again
+    assert proc.stdout.count("Not reached yet (1): n3.") == 1, proc.stdout[-4000:]
 
 
 def test_a_budget_with_room_lets_the_next_batch_run(tmp_path_factory):
