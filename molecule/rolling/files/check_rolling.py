@@ -220,9 +220,12 @@ def canary_problems(log_text, output):
                      % ", ".join("%s %s" % (e[1], e[2]) for e in touched))
     if not [line for line in _rows(output, PASS) if "fake_scheduler.py" in line and "resume %s" % PASS in line]:
         found.append("canary run: the failed canary %s is not named in the table with its resume command" % PASS)
+    # max_fail_percentage stops the run after the canary's batch: no later play (no final table),
+    # so that batch's report names the nodes it leaves unreached
+    later = [line for line in output.splitlines() if "Not reached yet (2)" in line]
     for node in (FAIL, LATER):
-        if not [line for line in _rows(output, node) if "not reached" in line]:
-            found.append("canary run: %s is not named as not reached in the final table" % node)
+        if not [line for line in later if node in line]:
+            found.append("canary run: %s is not named among the nodes not reached yet" % node)
     return found
 
 
