@@ -169,7 +169,6 @@ from ansible.module_utils.gpudirect_secure_boot import (
     cert_trust,
     collect as collect_secure_boot,
     dkms_signing_method,
-    parse_dkms_version,
     chain_built_modules,
     module_verdict,
     parse_certificate,
@@ -180,6 +179,7 @@ from ansible.module_utils.gpudirect_secure_boot import (
     signed_by,
     strip_signature,
 )
+from ansible.module_utils.gpudirect_versions import parse_dkms_version
 
 KNOB = "gpudirect_dkms_signing_cert_path/_content"
 

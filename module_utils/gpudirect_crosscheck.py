@@ -47,6 +47,8 @@ __metaclass__ = type
 
 import re
 
+from ansible.module_utils.gpudirect_versions import find_nccl_version
+
 
 class CrosscheckError(ValueError):
     """Output the parsers cannot read, or input that names a bad value."""
@@ -264,7 +266,6 @@ _NCCL_CHANNEL = re.compile(
 _NET_TRANSPORT = re.compile(r"^NET/(?P<plugin>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<rest>.*)$")
 _NCCL_USING = re.compile(r"NCCL INFO NET/(?P<plugin>[^ ]+) : Using (?P<list>.*)$")
 _NCCL_USING_DEV = re.compile(r"\[(?P<n>\d+)\](?P<name>[^\s:\[;]+)(?::(?P<port>\d+)(?=/|\s|$))?")
-_NCCL_VERSION = re.compile(r"NCCL version (?P<version>\S+)")
 # NCCL's own words on its network (why no NIC carried GPUDirect RDMA): kept as printed
 _NCCL_NET_NOTE = re.compile(r"NCCL INFO (?P<note>NET/IB : No device found\.?|Failed to initialize NET plugin \S+|"
                             r"NET/\S+ : GPU Direct RDMA Disabled for \S+ .*|Using network \S+|"
@@ -332,9 +333,8 @@ def parse_nccl_log(text):
             for dev in _NCCL_USING_DEV.finditer(m.group("list").split(";")[0]):
                 nics[int(dev.group("n"))] = dev.group("name") + (":" + dev.group("port") if dev.group("port") else "")
             continue
-        m = _NCCL_VERSION.search(line)
-        if m and out["nccl_version"] is None:
-            out["nccl_version"] = m.group("version")
+        if out["nccl_version"] is None:
+            out["nccl_version"] = find_nccl_version(line)
         stripped = line.strip()
         m = _TESTS_RANK.match(stripped)
         if m:

@@ -46,7 +46,7 @@ from ansible.module_utils.gpudirect_pci import (
     read_pci_function,
     root_path,
 )
-from ansible.module_utils.gpudirect_versions import VersionError, parse_proc_driver_version
+from ansible.module_utils.gpudirect_versions import VersionError, parse_kernel_version, parse_proc_driver_version
 
 MAX_OOPS_LINES = 20
 OOPS_RE = re.compile(r"Oops|Xid|NVRM:.*failed")
@@ -72,12 +72,6 @@ def parse_nvidia_version(text):
     except VersionError:
         return {"loaded": True, "version": None, "flavor": None}
     return {"loaded": True, "version": found["version"], "flavor": found["flavor"]}
-
-def parse_kernel_version(release):
-    """``"6.18.44-fc"`` -> (6, 18); None when unparseable."""
-    match = re.match(r"^(\d+)\.(\d+)", release or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
 
 def parse_kernel_config(text, option):
     """Value of ``option`` in a kernel config: ``y``/``m``/string, ``n`` when

@@ -14,17 +14,14 @@ import re
 import shlex
 
 from ansible.module_utils.gpudirect_host import C_LOCALE, read_text  # noqa: F401  C_LOCALE: imported from here by the modules
+from ansible.module_utils.gpudirect_versions import KERNEL_RELEASE_RE
 
 VMLINUZ_LINKS = ("boot/vmlinuz", "vmlinuz")
 
-# A kernel release as ``uname -r`` prints it: the kernel's VERSION.PATCHLEVEL[.SUBLEVEL]
-# (Makefile) and whatever EXTRAVERSION/LOCALVERSION the builder appended, e.g.
-# 6.1.0-50-amd64 (Debian), 5.14.0-427.13.1.el9_4.x86_64 (EL), 6.8.0-1013-nvidia-64k
-# (Ubuntu), 6.18.44-fc-v657-gpu (a local build). The release is the name of
-# /lib/modules/<release>, /boot/vmlinuz-<release> and a DKMS tree directory, so it is
-# one path component: no "/", no whitespace, no shell metacharacters, never "." or
-# ".."; utsname holds at most 64 characters (__NEW_UTS_LEN).
-KERNEL_RELEASE_RE = re.compile(r"^[0-9]+\.[0-9]+(?:[.+~_-][A-Za-z0-9]+)*[+~]?$")
+# A kernel release as ``uname -r`` prints it (gpudirect_versions.KERNEL_RELEASE_RE). The release
+# is the name of /lib/modules/<release>, /boot/vmlinuz-<release> and a DKMS tree directory, so
+# it is one path component: no "/", no whitespace, no shell metacharacters, never "." or "..";
+# utsname holds at most 64 characters (__NEW_UTS_LEN).
 KERNEL_RELEASE_MAX = 64
 
 

@@ -550,15 +550,6 @@ DKMS_SIGNING_CONF_VERSION = (3, 0, 4)
 DKMS_SIGN_TOOL_VERSION = (2, 8, 1)
 
 
-def parse_dkms_version(text):
-    """``dkms --version`` (``dkms-3.0.10``, Debian/Ubuntu ``dkms-2.8.7``) -> ``(3, 0, 10)``.
-    Raises ``ValueError`` when no version is printed."""
-    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", strip_ansi(text))
-    if not match:
-        raise ValueError("dkms --version printed no version: %r" % (text or "")[:100])
-    return tuple(int(part or 0) for part in match.groups())
-
-
 def dkms_signing_method(version):
     """How DKMS itself can sign what it builds, kernel updates included:
     ``framework_conf`` when it reads ``mok_signing_key``/``mok_certificate`` from

@@ -22,6 +22,12 @@ One parser for each thing the toolkit reads:
     ``/proc/driver/nvidia/version``, open (``NVIDIA UNIX Open Kernel Module for x86_64
     580.159.04  Release Build ...``) or proprietary (``NVIDIA UNIX x86_64 Kernel Module
     535.104.05  Sat Aug 19 ...``).
+``parse_dkms_version``
+    ``dkms --version`` (``dkms-3.0.10``) -> ``(3, 0, 10)``.
+``KERNEL_RELEASE_RE`` / ``parse_kernel_version``
+    A kernel release as ``uname -r`` prints it, and its ``(VERSION, PATCHLEVEL)``.
+``find_nccl_version``
+    The version in nccl-tests' ``NCCL version 2.21.5+cuda12.4`` line.
 
 The matching rule (``compare_wanted``, ``matches_wanted``)
 ---------------------------------------------------------
@@ -216,6 +222,38 @@ def parse_proc_driver_version(text):
                 return {"version": match.group("version"), "flavor": flavor, "arch": match.group("arch")}
     raise VersionError("/proc/driver/nvidia/version: no 'NVRM version: NVIDIA UNIX ... Kernel Module "
                        "<version>' line in %r" % (value[:200],))
+
+
+# A kernel release as ``uname -r`` prints it: the kernel's VERSION.PATCHLEVEL[.SUBLEVEL]
+# (Makefile) and whatever EXTRAVERSION/LOCALVERSION the builder appended, e.g.
+# 6.1.0-50-amd64 (Debian), 5.14.0-427.13.1.el9_4.x86_64 (EL), 6.8.0-1013-nvidia-64k
+# (Ubuntu), 6.18.44-fc-v657-gpu (a local build). gpudirect_kernel.release_problem adds the
+# path-component rules (no "/", at most 64 characters).
+KERNEL_RELEASE_RE = re.compile(r"^[0-9]+\.[0-9]+(?:[.+~_-][A-Za-z0-9]+)*[+~]?$")
+_KERNEL_VERSION = re.compile(r"^(\d+)\.(\d+)")
+_DKMS = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+_NCCL_VERSION = re.compile(r"NCCL version (?P<version>\S+)")
+
+
+def parse_kernel_version(release):
+    """``"6.18.44-fc"`` -> (6, 18); None when unparseable."""
+    match = _KERNEL_VERSION.match(release or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def parse_dkms_version(text):
+    """``dkms --version`` (``dkms-3.0.10``, Debian/Ubuntu ``dkms-2.8.7``) -> ``(3, 0, 10)``.
+    Raises ``VersionError`` (a ``ValueError``) when no version is printed."""
+    match = _DKMS.search(strip_ansi(text))
+    if not match:
+        raise VersionError("dkms --version printed no version: %r" % (text or "")[:100])
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def find_nccl_version(line):
+    """The version of nccl-tests' ``NCCL version 2.21.5+cuda12.4`` line, None in any other line."""
+    match = _NCCL_VERSION.search(line or "")
+    return match.group("version") if match else None
 
 
 def compare_wanted(installed, wanted):

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from ansible.module_utils import gpudirect_secure_boot as sb
+from ansible.module_utils import gpudirect_versions as versions
 from conftest import read_fixture
 
 
@@ -200,13 +201,13 @@ def test_strip_signature_with_a_length_past_the_start_is_an_error():
     ("dkms-2.2.0.3\n", (2, 2, 0), "sign_file"),        # a 2.2 release, four numbers: no hook either
 ])
 def test_dkms_signing_method(text, version, method):
-    assert sb.parse_dkms_version(text) == version
+    assert versions.parse_dkms_version(text) == version
     assert sb.dkms_signing_method(version) == method
 
 
 def test_dkms_version_malformed():
     with pytest.raises(ValueError):
-        sb.parse_dkms_version("dkms: command not found\n")
+        versions.parse_dkms_version("dkms: command not found\n")
 
 
 def test_dkms_signing_conf():

@@ -144,6 +144,27 @@ def table_copies(rel, text):
     return found
 
 
+# digits, a dot, digits: the start of every version pattern (r"\d+\.\d+", r"(\d+)\.(\d+)",
+# r"[0-9]+\.[0-9]+", r"\d{3}\.\d+"); a speed's r"\d+(?:\.\d+)?" is not one
+_VERSION_SHAPE = re.compile(r"(\\d|\[0-9\])(\+|\{\d+(,\d*)?\})\)?\\\.\(?(\\d|\[0-9\])")
+
+
+def version_copies(rel, text):
+    """A version pattern compiled here instead of parsed by gpudirect_versions. Line formats that
+    carry a version as one opaque field (dkms status, apt-cache policy, nvidia-imex-ctl) are
+    parsers of their own lines, not version parsers: they take ``\\S+`` there."""
+    found = []
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            pattern = node.args[0].value
+            if _VERSION_SHAPE.search(pattern):
+                found.append("%s:%d: a version pattern %r" % (rel, node.lineno, pattern))
+    return found
+
+
 # family -> (its one home, the finder of copies)
 FAMILIES = {
     "C_LOCALE": ("module_utils/gpudirect_host.py", locale_copies),
@@ -151,6 +172,7 @@ FAMILIES = {
     "read_text": ("module_utils/gpudirect_host.py", reader_copies),
     "dpkg-query": ("module_utils/gpudirect_dpkg.py", dpkg_copies),
     "table": ("module_utils/gpudirect_table.py", table_copies),
+    "version": ("module_utils/gpudirect_versions.py", version_copies),
 }
 
 
@@ -185,6 +207,9 @@ def test_each_helper_has_one_home(family):
     ("table", 'def table(cells, widths):\n    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]\n'),
     ("table", 'def table(cells, w):\n    return ["%-*s  %s" % (w, a, b) for a, b in cells]\n'),
     ("table", 'def table(cells, w):\n    return ["{:<{}}  {}".format(a, w, b) for a, b in cells]\n'),
+    ("version", 'import re\nm = re.search(r"(\\d+)\\.(\\d+)(?:\\.(\\d+))?", text)\n'),
+    ("version", 'import re\nKERNEL_RELEASE_RE = re.compile(r"^[0-9]+\\.[0-9]+(?:[.+~_-][A-Za-z0-9]+)*$")\n'),
+    ("version", 'import re\nDRIVER = re.compile(r"(?P<branch>\\d{3})\\.\\d+")\n'),
     ("ANSI", 'import re\n_ANSI = re.compile(r"\\x1b\\[[0-9;]*[A-Za-z]")\n'),
     ("ANSI", 'import re\nCOLOUR = re.compile("\\033\\\\[[0-9;]*m")\n'),
 ])

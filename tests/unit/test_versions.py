@@ -217,3 +217,42 @@ def test_strip_ansi_covers_what_both_old_patterns_removed():
     for sample in ("\x1b[0m", "\x1b[1;32m", "\x1b[?25h", "\x1b[2 q", "\x1b[5~", "\x1b[38;5;1m"):
         assert v.strip_ansi("a" + sample + "b") == "ab"
         assert narrow.sub("", sample) == "" or broad.sub("", sample) == ""
+
+
+# --------------------------------------------------------------------------
+# the version patterns that lived in other modules (issue #31, outcome 4)
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, version", [
+    ("dkms-3.0.10\n", (3, 0, 10)), ("dkms-2.8\n", (2, 8, 0)), ("\x1b[1mdkms-2.8.7\x1b[0m", (2, 8, 7)),
+])
+def test_parse_dkms_version(text, version):
+    assert v.parse_dkms_version(text) == version
+
+
+@pytest.mark.parametrize("text", ["dkms: command not found\n", "", None, "dkms-three"])
+def test_parse_dkms_version_malformed(text):
+    with pytest.raises(v.VersionError, match="dkms --version printed no version"):
+        v.parse_dkms_version(text)
+
+
+@pytest.mark.parametrize("release, parts", [
+    ("6.18.44-fc-v657-gpu", (6, 18)), ("5.14.0-427.13.1.el9_4.x86_64", (5, 14)), ("garbage", None),
+    ("", None), (None, None), ("6", None),
+])
+def test_parse_kernel_version(release, parts):
+    assert v.parse_kernel_version(release) == parts
+
+
+@pytest.mark.parametrize("release, ok", [
+    ("6.1.0-50-amd64", True), ("6.8.0-1013-nvidia-64k", True), ("6.18.44-fc-v657-gpu", True),
+    ("6.8", True), ("6", False), ("6.8.0--x", False), ("../6.8", False),
+])
+def test_kernel_release_pattern(release, ok):
+    assert bool(v.KERNEL_RELEASE_RE.match(release)) is ok
+
+
+def test_find_nccl_version():
+    assert v.find_nccl_version("# NCCL version 2.21.5+cuda12.4") == "2.21.5+cuda12.4"
+    assert v.find_nccl_version("#  Rank  0 Group  0 Pid 1 on gpu01") is None
+    assert v.find_nccl_version(None) is None
