@@ -1,0 +1,437 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Plan, and with state applied write, the NV (firmware) configuration of ConnectX cards (see DOCUMENTATION)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gpudirect_nic_config
+short_description: Read, plan and set the firmware (NV) configuration of NVIDIA/Mellanox ConnectX cards with mlxconfig or mstconfig
+description:
+  - Finds the ConnectX cards under C(<root>/sys/bus/pci/devices) (vendor C(0x15b3), network class, physical
+    functions only, never SR-IOV virtual functions) and queries one function of each card (the lowest function
+    of its bus and device; the NV configuration belongs to the card, per-port parameters end in C(_P1)/C(_P2)).
+  - Runs C(<tool> -d <pci> -e query) (list form, C locale), which prints Default, Current (what the running
+    firmware uses) and Next Boot (what it loads at its next reset); where the tool refuses C(-e) it runs
+    C(<tool> -d <pci> query), whose Next Boot column alone cannot show a change that waits for a reset.
+  - Compares Next Boot and Current with the wanted values (O(profiles) and O(params), validated by
+    C(module_utils/gpudirect_nic_config.py) before anything runs) and returns per card what is in place, what to
+    set, what is already set and only waits for a firmware reset, and the parameters the card does not expose
+    (reported in C(unsupported), not failed).
+  - A new NV value takes effect only at the next firmware reset (C(mlxfwreset)) or reboot, so every card with a
+    value to set or a value waiting is a disruption; the calling role hands it to the drain owner and asks the
+    reboot owner for the reboot. The module never resets or reboots.
+  - With O(state=applied) runs C(<tool> -y -d <pci> set PARAM=VALUE ...) on the cards that need it, queries them
+    again and fails, naming the card, the parameter and the value, unless Next Boot holds every value set.
+version_added: "1.0.0"
+author:
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
+options:
+  profiles:
+    description:
+      - Named sets of parameters, expanded in this order, O(params) overriding them.
+      - C(gpudirect) (bare metal) C(ADVANCED_PCI_SETTINGS=1), C(ATS_ENABLED=0), C(MAX_ACC_OUT_READ=0) (auto),
+        C(PCI_WR_ORDERING=1) (force_relax); C(gpudirect_vm) the same with C(ATS_ENABLED=1) (GPUDirect RDMA in a
+        virtual machine behind an IOMMU); C(roce) C(ROCE_CC_PRIO_MASK_P1/P2=255), C(CNP_DSCP_P1/P2=4),
+        C(CNP_802P_PRIO_P1/P2=6). The sources of each value are in C(module_utils/gpudirect_nic_config.py).
+      - C(gpudirect) and C(gpudirect_vm) disagree on C(ATS_ENABLED); name one.
+    type: list
+    elements: str
+    default: []
+  params:
+    description:
+      - Raw parameters, C(NAME) (upper case, as mlxconfig prints it; an array element as C(NAME[3])) to a value
+        (a number, true/false, or a value name the card prints such as C(force_relax) or C(ETH)).
+    type: dict
+    default: {}
+  tool:
+    description:
+      - C(auto) uses C(mlxconfig) (NVIDIA MFT) where it is found, else C(mstconfig) (mstflint, packaged by
+        Debian, Ubuntu and EL). C(mlxconfig) or C(mstconfig) uses that one only.
+    type: str
+    choices: [auto, mlxconfig, mstconfig]
+    default: auto
+  devices:
+    description:
+      - Only these cards, by PCI address (C(0000:17:00.0) or C(17:00.0)). Empty, every ConnectX card.
+      - An address that is not a ConnectX physical function on the host fails the module before any change.
+    type: list
+    elements: str
+    default: []
+  state:
+    description:
+      - C(planned) reads and plans only (the default; check mode runs it so whatever O(state) says).
+      - C(applied) also sets the values that differ on Next Boot and checks them; a reset or reboot is still needed.
+    type: str
+    choices: [planned, applied]
+    default: planned
+  root:
+    description:
+      - Directory holding the C(sys/) tree. Leave at C(/) on a live host; point it at a fabricated tree for tests.
+    type: path
+    default: /
+extends_documentation_fragment:
+  - gpudirect_attributes
+attributes:
+  check_mode:
+    support: full
+    description: Runs as O(state=planned) (queries only) and reports C(changed) true where a set would run.
+  diff_mode:
+    support: none
+    description: The module returns no C(diff); C(devices) and C(changes) say what would change.
+notes:
+  - Needs root (C(become)); C(mlxconfig) and C(mstconfig) open the card's configuration space.
+  - A parameter the firmware shows only after another one takes effect (C(MAX_ACC_OUT_READ) needs
+    C(ADVANCED_PCI_SETTINGS=1) in effect) is reported in C(deferred) and set by the run after the reset.
+requirements:
+  - C(mlxconfig) (NVIDIA MFT, package C(mft)) or C(mstconfig) (package C(mstflint)) on the node, where anything is wanted.
+"""
+
+EXAMPLES = r"""
+- name: Plan the GPUDirect firmware profile on every ConnectX card
+  gpudirect_nic_config:
+    profiles: [gpudirect]
+  register: nic_firmware
+
+- name: Set it (takes effect at the next firmware reset or reboot)
+  gpudirect_nic_config:
+    profiles: [gpudirect]
+    params: {NUM_OF_VFS: 8, SRIOV_EN: true}
+    devices: ["0000:17:00.0"]
+    state: applied
+  become: true
+"""
+
+RETURN = r"""
+tool:
+  description: The path of the tool used; null where none was needed or found.
+  returned: always
+  type: str
+  sample: /usr/bin/mstconfig
+devices:
+  description: One entry per ConnectX card queried.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pci:
+      description: The PCI function queried.
+      type: str
+      sample: "0000:17:00.0"
+    functions:
+      description: Every physical function of the card found in sysfs.
+      type: list
+      elements: str
+      sample: ["0000:17:00.0", "0000:17:00.1"]
+    type:
+      description: The C(Device type) the tool printed.
+      type: str
+      sample: ConnectX7
+    part:
+      description: The C(Name) (part number) the tool printed, when it printed one.
+      type: str
+      sample: MCX755106AS-HEA_Ax
+    current:
+      description: The running value of each wanted parameter as printed; empty where the tool printed no Current column.
+      type: dict
+      sample: {ATS_ENABLED: "False(0)"}
+    next_boot:
+      description: The Next Boot value of each wanted parameter as printed (after the set, with state applied).
+      type: dict
+      sample: {ATS_ENABLED: "True(1)"}
+    to_set:
+      description: The parameters whose Next Boot differs from the wanted value (C(param), C(wanted), C(current), C(next_boot), C(source)).
+      type: list
+      elements: dict
+    set_args:
+      description: The C(PARAM=VALUE) arguments of the set.
+      type: list
+      elements: str
+      sample: ["ATS_ENABLED=0"]
+    pending:
+      description: Parameters whose Next Boot already holds the wanted value while the running value differs - they wait for a reset.
+      type: list
+      elements: dict
+    in_place:
+      description: Parameters already wanted on Next Boot and, where printed, Current.
+      type: list
+      elements: dict
+    unsupported:
+      description: Wanted parameters the card does not expose (C(param), C(source)); reported, not failed.
+      type: list
+      elements: dict
+      sample: [{param: LINK_TYPE_P1, source: raw}]
+    deferred:
+      description: Parameters the firmware shows only after C(ADVANCED_PCI_SETTINGS=1) takes effect; set by the run after the reset.
+      type: list
+      elements: dict
+    skipped:
+      description: Parameters left alone with the reason (read only, a second-port parameter on a single-port card, ...).
+      type: list
+      elements: dict
+    needs_reset:
+      description: A firmware reset or reboot is needed for the wanted values to be in use.
+      type: bool
+    current_known:
+      description: The tool printed the Current column (false - a value set earlier and waiting for a reset cannot be seen).
+      type: bool
+    set:
+      description: With state applied, whether this run set values on the card.
+      type: bool
+changes:
+  description: What the module would change (or changed), one sentence per card; empty when converged.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:17:00.0 (ConnectX7): set ATS_ENABLED=0, ADVANCED_PCI_SETTINGS=1; takes effect at the next firmware
+            reset or reboot"]
+disruption:
+  description: The firmware resets the wanted values need, one sentence per card; empty when nothing waits.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=0, ADVANCED_PCI_SETTINGS=1"]
+needs_reset:
+  description: Some card needs a firmware reset or reboot.
+  returned: always
+  type: bool
+  sample: true
+reset_reason:
+  description: One line naming the cards and parameters that wait for a reset, for a reboot request; empty when none.
+  returned: always
+  type: str
+  sample: "0000:17:00.0 ATS_ENABLED=0, ADVANCED_PCI_SETTINGS=1"
+unsupported:
+  description: "C(<pci>: <param>) for every wanted parameter a card does not expose."
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:4b:00.0: LINK_TYPE_P1"]
+skip_reason:
+  description: Why nothing was queried (no ConnectX card, nothing wanted); absent otherwise.
+  returned: when nothing was queried
+  type: str
+  sample: no NVIDIA/Mellanox ConnectX physical function under /sys/bus/pci/devices
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpudirect_host import module_runner
+from ansible.module_utils.gpudirect_nic_config import parse_mlxconfig_query, plan_firmware, resolve_wanted
+from ansible.module_utils.gpudirect_pci import (
+    list_pci_addresses,
+    normalize_pci_address,
+    pci_device_dir,
+    read_int,
+)
+
+MELLANOX_VENDOR = 0x15B3
+TOOL_PACKAGES = {"mlxconfig": "mft (NVIDIA Firmware Tools)", "mstconfig": "mstflint"}
+
+
+def find_cards(root):
+    """{lowest PF address: [every PF of that bus/device]} of the ConnectX cards (network class, not a VF)."""
+    cards = {}
+    for address in list_pci_addresses(root):
+        devdir = pci_device_dir(root, address)
+        if read_int(os.path.join(devdir, "vendor"), 16) != MELLANOX_VENDOR:
+            continue
+        pci_class = read_int(os.path.join(devdir, "class"), 16)
+        if pci_class is None or (pci_class >> 16) != 0x02:
+            continue  # bridges of a ConnectX-8's PCIe switch, DMA functions, BlueField's other functions
+        if os.path.lexists(os.path.join(devdir, "physfn")):
+            continue  # an SR-IOV virtual function: the card is configured through its PF
+        cards.setdefault(address.rsplit(".", 1)[0], []).append(address)
+    return {functions[0]: functions for functions in cards.values()}
+
+
+def pick_tool(module, wanted_tool):
+    names = ["mlxconfig", "mstconfig"] if wanted_tool == "auto" else [wanted_tool]
+    for name in names:
+        path = module.get_bin_path(name)
+        if path:
+            return path
+    return None
+
+
+def query(module, run, tool, pci):
+    """The parsed query of one card (Default/Current/Next Boot where the tool prints them)."""
+    rc, out, err = run([tool, "-d", pci, "-e", "query"])
+    if rc != 0 and "Device #" not in (out or "") and "Configurations:" not in (out or ""):
+        # a tool without -e (older mstflint) says so instead of printing a table: ask for Next Boot alone
+        rc, out, err = run([tool, "-d", pci, "query"])
+    text = out or ""
+    try:
+        parsed = parse_mlxconfig_query(text)
+    except ValueError as exc:
+        module.fail_json(msg="%s -d %s query printed output this module cannot read (%s); rc %s. Run the command "
+                             "by hand on %s and check the tool and the card's firmware; nothing was changed."
+                             % (os.path.basename(tool), pci, exc, rc, pci),
+                         rc=rc, stdout=text, stderr=err or "")
+    errors = parsed["errors"] + [e for dev in parsed["devices"] for e in dev["errors"]]
+    if rc != 0 or errors or not parsed["devices"]:
+        module.fail_json(msg="%s -d %s query failed (rc %s): %s. Run the play with become (the tool needs root), "
+                             "check that %s is a ConnectX card the tool knows (a newer firmware may need a newer "
+                             "%s); nothing was changed."
+                             % (os.path.basename(tool), pci, rc, "; ".join(errors) or (err or "").strip() or "no output",
+                                pci, TOOL_PACKAGES.get(os.path.basename(tool), "tool")),
+                         rc=rc, stdout=text, stderr=err or "")
+    return parsed
+
+
+def card_report(pci, functions, parsed, plan):
+    device = parsed["devices"][0]
+    params = device["params"]
+    names = sorted(set(r["param"] for key in ("in_place", "to_set", "pending") for r in plan[key]))
+    current = dict((n, params[n]["current"]["raw"]) for n in names if "current" in params[n])
+    next_boot = dict((n, (params[n].get("new") or params[n]["next_boot"])["raw"]) for n in names)
+    return {
+        "pci": pci,
+        "functions": functions,
+        "type": device.get("type"),
+        "part": device.get("name"),
+        "current": current,
+        "next_boot": next_boot,
+        "to_set": plan["to_set"],
+        "set_args": plan["set_args"],
+        "pending": plan["pending"],
+        "in_place": plan["in_place"],
+        "unsupported": plan["not_exposed"],
+        "deferred": plan["deferred"],
+        "skipped": plan["skipped"],
+        "needs_reset": plan["reset_needed"],
+        "current_known": plan["current_known"],
+        "set": False,
+    }
+
+
+def label(card):
+    return "%s (%s)" % (card["pci"], card["type"] or "ConnectX")
+
+
+def sentences(cards):
+    changes, disruption, reasons = [], [], []
+    for card in cards:
+        waiting = [r["param"] + "=" + r["wanted"] for r in card["to_set"] + card["pending"]]
+        if card["to_set"]:
+            changes.append("%s: set %s; takes effect at the next firmware reset or reboot"
+                           % (label(card), ", ".join(r["param"] + "=" + r["wanted"] for r in card["to_set"])))
+        if card["pending"]:
+            changes.append("%s: %s already set for the next boot (running %s); waits for a firmware reset or reboot"
+                           % (label(card), ", ".join(r["param"] + "=" + r["wanted"] for r in card["pending"]),
+                              ", ".join("%s %s" % (r["param"], r["current"]) for r in card["pending"])))
+        if card["deferred"]:
+            changes.append("%s: %s shown by the firmware only once ADVANCED_PCI_SETTINGS=1 is in effect; set by the "
+                           "run after the firmware reset" % (label(card), ", ".join(
+                               r["param"] + "=" + r["wanted"] for r in card["deferred"])))
+        if waiting:
+            disruption.append("%s: firmware reset or reboot to load %s" % (label(card), ", ".join(waiting)))
+            reasons.append("%s %s" % (card["pci"], ", ".join(waiting)))
+    return changes, disruption, "; ".join(reasons)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            profiles=dict(type="list", elements="str", default=[]),
+            params=dict(type="dict", default={}),
+            tool=dict(type="str", default="auto", choices=["auto", "mlxconfig", "mstconfig"]),
+            devices=dict(type="list", elements="str", default=[]),
+            state=dict(type="str", default="planned", choices=["planned", "applied"]),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    wanted = dict(p["params"])
+    if "profiles" in wanted:
+        module.fail_json(msg="params: 'profiles' is not a firmware parameter; name profiles in profiles "
+                             "(nic_config_profiles). Nothing was changed.")
+    wanted["profiles"] = list(p["profiles"])
+    try:
+        knobs = resolve_wanted(wanted)
+    except ValueError as exc:
+        module.fail_json(msg="nic_config_profiles / nic_config_params: %s. Nothing was changed." % exc)
+
+    restrict = []
+    for address in p["devices"]:
+        normal = normalize_pci_address(address if address.count(":") == 2 else "0000:" + address)
+        if normal is None:
+            module.fail_json(msg="devices (nic_config_devices): %r is not a PCI address such as 0000:17:00.0. "
+                                 "Nothing was changed." % address)
+        restrict.append(normal)
+
+    result = {"changed": False, "tool": None, "devices": [], "changes": [], "disruption": [],
+              "needs_reset": False, "reset_reason": "", "unsupported": []}
+    cards = find_cards(p["root"])
+    every_function = dict((f, pci) for pci, functions in cards.items() for f in functions)
+    missing = [a for a in restrict if a not in every_function]
+    if missing:
+        module.fail_json(msg="devices (nic_config_devices): %s %s not a ConnectX physical function on this host "
+                             "(found: %s). Fix the list; nothing was changed."
+                             % (", ".join(missing), "is" if len(missing) == 1 else "are",
+                                ", ".join(sorted(every_function)) or "none"))
+    if restrict:
+        chosen = set(every_function[a] for a in restrict)
+        cards = dict((pci, functions) for pci, functions in cards.items() if pci in chosen)
+    if not cards:
+        module.exit_json(skip_reason="no NVIDIA/Mellanox ConnectX physical function under %s"
+                         % os.path.join(p["root"], "sys/bus/pci/devices"), **result)
+    if not knobs:
+        result["devices"] = [{"pci": pci, "functions": functions} for pci, functions in sorted(cards.items())]
+        module.exit_json(skip_reason="no firmware parameter wanted (profiles and params are empty): nothing queried",
+                         **result)
+
+    tool = pick_tool(module, p["tool"])
+    if tool is None:
+        tools = ["mlxconfig", "mstconfig"] if p["tool"] == "auto" else [p["tool"]]
+        module.fail_json(msg="%s wanted on %s, but %s is not installed: install %s, or leave nic_config_profiles and "
+                             "nic_config_params empty. Nothing was changed."
+                             % ("profiles " + ", ".join(p["profiles"]) if p["profiles"] else "params "
+                                + ", ".join(sorted(p["params"])), ", ".join(sorted(cards)),
+                                " / ".join(tools), " or ".join("package " + TOOL_PACKAGES[t] + " (" + t + ")"
+                                                               for t in tools)))
+    result["tool"] = tool
+    run = module_runner(module)
+    apply = p["state"] == "applied" and not module.check_mode
+    reports = []
+    for pci, functions in sorted(cards.items()):
+        parsed = query(module, run, tool, pci)
+        plan = plan_firmware(parsed, wanted)["devices"][0]
+        card = card_report(pci, functions, parsed, plan)
+        if card["set_args"] and p["state"] == "applied":
+            result["changed"] = True
+        if apply and card["set_args"]:
+            rc, out, err = run([tool, "-y", "-d", pci, "set"] + card["set_args"])
+            if rc != 0:
+                module.fail_json(msg="%s -y -d %s set %s failed (rc %s): %s. Values set on earlier cards stay set for "
+                                     "their next boot; fix the cause and run again."
+                                     % (os.path.basename(tool), pci, " ".join(card["set_args"]), rc,
+                                        "; ".join((out or "").strip().splitlines()[-1:]) or (err or "").strip()),
+                                 rc=rc, stdout=out, stderr=err, devices=reports + [card])
+            again = plan_firmware(query(module, run, tool, pci), wanted)["devices"][0]
+            for row in again["to_set"]:
+                if row["param"] in [a.split("=", 1)[0] for a in card["set_args"]]:
+                    module.fail_json(msg="%s: %s was set to %s, but the card's Next Boot reads %s after the set. The "
+                                         "firmware did not take the value: check the card's firmware version and "
+                                         "the value (mlxconfig -d %s query %s)."
+                                         % (pci, row["param"], row["wanted"], row["next_boot"], pci, row["param"]),
+                                     devices=reports + [card])
+            card["next_boot"].update((r["param"], r["next_boot"]) for r in again["pending"] + again["in_place"])
+            card["set"] = True
+        reports.append(card)
+    result["devices"] = reports
+    result["changes"], result["disruption"], result["reset_reason"] = sentences(reports)
+    result["needs_reset"] = any(c["needs_reset"] for c in reports)
+    result["unsupported"] = ["%s: %s" % (c["pci"], r["param"]) for c in reports for r in c["unsupported"]]
+    for line in result["unsupported"]:
+        module.warn("the card does not expose %s (left alone, reported in unsupported)" % line)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
