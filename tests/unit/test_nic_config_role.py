@@ -1,0 +1,139 @@
+"""roles/nic_config (issue #32, outcome 1) run by ansible-playbook on this machine, against a fake
+sysfs tree (module_defaults gives the module its root) and the stand-in mlxconfig/mstconfig
+(tests/harness/standin_repo/src/mft/mlxconfig), whose state keeps Default / Current / Next Boot
+per fake card: plan, set, the reboot request, the value waiting for the reset, the boot, converged.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible.module_utils import gpudirect_nic_config as nic
+from conftest import ROOT, play_on_localhost
+from sysfs_tree import SysfsTree
+
+STANDIN = os.path.join(ROOT, "tests", "harness", "standin_repo", "src", "mft", "mlxconfig")
+ROLE = os.path.join(ROOT, "roles", "nic_config")
+CX7 = "0000:17:00.0"
+
+PLAY = """---
+- name: nic_config on a fake node
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  module_defaults:
+    gpudirect_nic_config:
+      root: %s
+  tasks:
+    - name: The role
+      ansible.builtin.include_role:
+        name: nic_config
+    - name: Show the plan and the reboot reasons
+      ansible.builtin.debug:
+        msg: "RESULT {{ {'plan': nic_config_plan, 'reasons': gpudirect_reboot_reasons | default([])} | to_json }}"
+"""
+
+
+def _load(*parts):
+    with open(os.path.join(ROLE, *parts)) as handle:
+        return yaml.safe_load(handle)
+
+
+def test_the_role_knows_the_profiles_the_module_knows():
+    assert sorted(_load("vars", "main.yml")["__nic_config_known_profiles"]) == sorted(nic.PROFILES)
+    for entry in _load("meta", "argument_specs.yml")["argument_specs"].values():
+        assert sorted(entry["options"]["nic_config_profiles"]["choices"]) == sorted(nic.PROFILES)
+
+
+@pytest.fixture
+def node(tmp_path):
+    tree = SysfsTree(tmp_path / "root")
+    tree.add_nic(CX7, device=0x1021)
+    tree.add_nic("0000:17:00.1", device=0x1021)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(STANDIN, str(bindir / "mstconfig"))
+    state = tmp_path / "standin-state"
+    env = {"PATH": "%s:%s" % (bindir, os.environ["PATH"]), "STANDIN_MLXCONFIG_STATE": str(state)}
+    subprocess.run([sys.executable, STANDIN, "--standin-add", CX7, "ConnectX7"], check=True,
+                   env=dict(os.environ, **env))
+
+    class Node:
+        @staticmethod
+        def play(extra, check=False):
+            done = play_on_localhost(tmp_path, PLAY % tree.root, extra, check=check, env_extra=env)
+            found = [line for line in done.stdout.splitlines() if '"msg": "RESULT ' in line]
+            result = json.loads(json.loads("{%s}" % found[-1].strip())["msg"][len("RESULT "):]) if found else None
+            return done, result
+
+        @staticmethod
+        def boot():
+            subprocess.run([sys.executable, STANDIN, "--standin-boot"], check=True, env=dict(os.environ, **env),
+                           capture_output=True)
+
+        @staticmethod
+        def params():
+            with open(str(state / (CX7 + ".json"))) as handle:
+                return json.load(handle)["params"]
+
+    return Node
+
+
+def test_nothing_wanted_says_so_and_changes_nothing(node):
+    done, result = node.play({})
+    assert done.returncode == 0, done.stdout
+    assert "no ConnectX firmware value is wanted, the cards are neither queried nor changed" in done.stdout
+    assert result["plan"]["changes"] == [] and result["plan"]["wanted"] is False and result["reasons"] == []
+
+
+def test_set_then_reboot_request_then_converged_after_the_boot(node):
+    wanted = {"nic_config_params": {"ATS_ENABLED": True, "NUM_OF_VFS": 8}}
+    checked, result = node.play(wanted, check=True)
+    assert checked.returncode == 0, checked.stdout
+    assert node.params()["ATS_ENABLED"]["next_boot"] == 0                      # --check wrote nothing
+    assert result["plan"]["disruption"] == ["0000:17:00.0 (ConnectX7): firmware reset or reboot to load "
+                                            "ATS_ENABLED=1, NUM_OF_VFS=8"]
+
+    done, result = node.play(wanted)
+    assert done.returncode == 0, done.stdout
+    assert " changed=1 " in done.stdout                                       # the set
+    assert result["plan"]["set"] == [CX7]
+    assert result["reasons"] == ["nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
+                                 "0000:17:00.0 ATS_ENABLED=1, NUM_OF_VFS=8"]
+    params = node.params()
+    assert (params["ATS_ENABLED"]["current"], params["ATS_ENABLED"]["next_boot"]) == (0, 1)
+    assert (params["NUM_OF_VFS"]["current"], params["NUM_OF_VFS"]["next_boot"]) == (0, 8)
+
+    # not rebooted yet: nothing to set, the reboot is still owed
+    again, result = node.play(wanted)
+    assert again.returncode == 0, again.stdout
+    assert result["plan"]["set"] == [] and result["reasons"] == [
+        "nic_config: ConnectX firmware values wait for a firmware reset or reboot: 0000:17:00.0 ATS_ENABLED=1, NUM_OF_VFS=8"]
+    assert " changed=0 " in again.stdout                                     # no set ran
+
+    node.boot()
+    converged, result = node.play(wanted)
+    assert converged.returncode == 0, converged.stdout
+    assert result["plan"]["changes"] == [] and result["plan"]["disruption"] == [] and result["reasons"] == []
+    assert "ConnectX firmware configuration in place on 0000:17:00.0" in converged.stdout
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"nic_config_params": {"ats_enabled": 1}}, "nic_config_params: ats_enabled is not an mlxconfig parameter name"),
+    ({"nic_config_params": {"NUM_OF_VFS": [8]}}, "nic_config_params: NUM_OF_VFS must be a number"),
+    ({"nic_config_profiles": ["gpudirect", "gpudirect_vm"]}, "not both gpudirect and gpudirect_vm"),
+    ({"nic_config_devices": ["17:00"]}, "nic_config_devices: 17:00 is not a PCI address"),
+    # the value check of module_utils (resolve_wanted), before any query
+    ({"nic_config_params": {"ATS_ENABLED": 5}}, "nic_config_profiles / nic_config_params: ATS_ENABLED: wanted true/false"),
+])
+def test_bad_knobs_fail_before_any_change(node, extra, words):
+    before = node.params()
+    done, _result = node.play(extra)
+    assert done.returncode != 0
+    assert words in done.stdout, done.stdout
+    assert "Nothing was changed" in done.stdout
+    assert node.params() == before
