@@ -69,8 +69,20 @@ def test_the_scenario_batches_as_the_rolling_play_does():
 
 def test_both_end_with_the_table_of_the_whole_run():
     for parts in (("playbooks", "rolling.yml"), ("molecule", "rolling", "rolling.yml")):
-        last = _plays(*parts)[-1]
+        # the last play with hosts (the scenario's playbook then imports the fleet release, as site.yml does)
+        last = [play for play in _plays(*parts) if "hosts" in play][-1]
         assert host_pattern(last["hosts"]) == "gpudirect_disrupt"
         task = last["tasks"][-1]
         assert task["ansible.builtin.include_role"] == {"name": "gpudirect_drain", "tasks_from": "report"}
         assert task["vars"] == {"gpudirect_drain_report_final": True}
+
+
+def test_the_scenario_takes_and_releases_the_fleet_lock_as_site_yml_does():
+    """The lean playbook is framed by the same two playbooks as site.yml: the fleet lock first, its release last
+    (the "stop" run's second controller is refused by the first)."""
+    def imports(plays):
+        return [os.path.basename(p["ansible.builtin.import_playbook"]) for p in plays if "ansible.builtin.import_playbook" in p]
+    site, lean = imports(_plays("site.yml")), imports(_plays("molecule", "rolling", "rolling.yml"))
+    assert site[0] == lean[0] == "fleet_lock.yml"
+    assert site[-1] == lean[-1] == "fleet_release.yml"
+    assert lean == ["fleet_lock.yml", "fleet_release.yml"]
