@@ -26,6 +26,8 @@ import os
 import shlex
 import time
 
+from ansible.module_utils.gpudirect_table import text_table
+
 FIELDS = ("token", "controller", "playbook", "pid", "boot_id", "since")
 
 
@@ -310,7 +312,5 @@ def table(rows):
     """The rows as an aligned text table (a list of lines)."""
     if not rows:
         return ["no node was left drained by this run"]
-    head = ("NODE", "WHY", "RESUME BY HAND")
-    cells = [head] + [(row["node"], row["reason"], row["resume_command"]) for row in rows]
-    widths = [max(len(str(cell[i])) for cell in cells) for i in range(2)]
-    return ["%-*s  %-*s  %s" % (widths[0], cell[0], widths[1], cell[1], cell[2]) for cell in cells]
+    return text_table([("NODE", "WHY", "RESUME BY HAND")]
+                      + [(row["node"], row["reason"], row["resume_command"]) for row in rows])
