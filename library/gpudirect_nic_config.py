@@ -210,6 +210,14 @@ unsupported:
   type: list
   elements: str
   sample: ["0000:4b:00.0: LINK_TYPE_P1"]
+tool_missing:
+  description:
+    - With O(state=planned) when neither tool is installed (a new node, before the OFED stage brings mstflint), the
+      message naming the packages to install; C(changes) and C(disruption) then count the firmware reset the wanted
+      values may need. With O(state=applied) the module fails with this message instead.
+  returned: when the tool is missing and O(state=planned)
+  type: str
+  sample: "profiles gpudirect wanted on 0000:17:00.0, but mlxconfig / mstconfig is not installed: install ..."
 skip_reason:
   description: Why nothing was queried (no ConnectX card, nothing wanted); absent otherwise.
   returned: when nothing was queried
@@ -389,12 +397,23 @@ def main():
     tool = pick_tool(module, p["tool"])
     if tool is None:
         tools = ["mlxconfig", "mstconfig"] if p["tool"] == "auto" else [p["tool"]]
-        module.fail_json(msg="%s wanted on %s, but %s is not installed: install %s, or leave nic_config_profiles and "
-                             "nic_config_params empty. Nothing was changed."
-                             % ("profiles " + ", ".join(p["profiles"]) if p["profiles"] else "params "
-                                + ", ".join(sorted(p["params"])), ", ".join(sorted(cards)),
-                                " / ".join(tools), " or ".join("package " + TOOL_PACKAGES[t] + " (" + t + ")"
-                                                               for t in tools)))
+        what = ("profiles " + ", ".join(p["profiles"]) if p["profiles"] else "params " + ", ".join(sorted(p["params"])))
+        missing = ("%s wanted on %s, but %s is not installed: install %s, or leave nic_config_profiles and "
+                   "nic_config_params empty. Nothing was changed."
+                   % (what, ", ".join(sorted(cards)), " / ".join(tools),
+                      " or ".join("package " + TOOL_PACKAGES[t] + " (" + t + ")" for t in tools)))
+        if p["state"] == "applied":
+            module.fail_json(msg=missing)
+        # a plan on a new node, before the OFED stage brings mstflint: the cards cannot be read yet, so the
+        # plan says so and counts the firmware reset their values may need (the node is then rolled, drained)
+        names = ", ".join(sorted(cards))
+        result.update(tool_missing=missing,
+                      devices=[{"pci": pci, "functions": functions} for pci, functions in sorted(cards.items())],
+                      changes=["%s: %s to be read and set once %s is installed (the OFED stage brings mstflint)"
+                               % (names, what, " / ".join(tools))],
+                      disruption=["%s: %s may need a firmware reset or reboot once set (the cards cannot be read "
+                                  "before %s is installed)" % (names, what, " / ".join(tools))])
+        module.exit_json(**result)
     result["tool"] = tool
     run = module_runner(module)
     apply = p["state"] == "applied" and not module.check_mode

@@ -244,10 +244,26 @@ def test_no_tool_names_the_packages_and_the_knob(tmp_path, monkeypatch, run_modu
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    result = run_module(module, args(tree, profiles=["gpudirect"]))
+    result = run_module(module, args(tree, profiles=["gpudirect"], state="applied"))
     assert result["failed"] is True
     for word in ("profiles gpudirect", "mft", "mstflint", "mlxconfig / mstconfig", CX7):
         assert word in result["msg"]
+
+
+def test_a_plan_before_the_tool_is_installed_counts_the_reset_and_says_why(tmp_path, monkeypatch, run_module):
+    """The plan pass on a new node runs before the OFED stage brings mstflint: the cards cannot be read, so the
+    plan names the tool to install and counts the firmware reset the wanted values may need (the node is rolled,
+    drained), instead of failing the plan pass or planning nothing."""
+    tree = sysfs(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    result = run_module(module, args(tree, profiles=["gpudirect"]))
+    assert not result.get("failed") and not result["changed"]
+    assert "mstflint" in result["tool_missing"] and "profiles gpudirect" in result["tool_missing"]
+    assert len(result["disruption"]) == 1 and CX7 in result["disruption"][0]
+    assert "firmware reset or reboot" in result["disruption"][0]
+    assert result["changes"] and "once mlxconfig / mstconfig is installed" in result["changes"][0]
 
 
 @pytest.mark.parametrize("wanted, words", [

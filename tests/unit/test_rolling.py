@@ -50,10 +50,13 @@ def test_changes_without_disruption_do_not_drain():
 
 def test_each_disruption_names_its_role_in_stage_order():
     # the mapping's order must not matter: reasons follow the install stages
-    plans = {"nvidia_driver": DRIVER_RELOAD, "pcie_acs": CONVERGED,
+    firmware = {"changes": ["0000:17:00.0 (ConnectX7): set ATS_ENABLED=1"],
+                "disruption": ["0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=1"]}
+    plans = {"nvidia_driver": DRIVER_RELOAD, "pcie_acs": CONVERGED, "nic_config": firmware,
              "mlnx_ofed": OFED_UPGRADE, "gpudirect_peermem": CONVERGED}
     assert rolling.disruption(plans) == [
         "mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0",
+        "nic_config: 0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=1",
         "nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15",
     ]
 

@@ -77,7 +77,7 @@ def _project(tmp_path):
         "forget.yml": _log("forget"),
     })
     _role(root, "gpudirect_preflight", {"main.yml": _log("preflight")})
-    for name in ("mlnx_ofed", "nvidia_driver", "gpudirect_peermem", "pcie_acs"):
+    for name in ("mlnx_ofed", "nic_config", "nvidia_driver", "gpudirect_peermem", "pcie_acs"):
         _role(root, name, {
             "plan.yml": _log("plan " + name) + textwrap.dedent("""\
                 - name: Register the plan
@@ -331,8 +331,8 @@ def test_a_disruption_the_plan_pass_did_not_foresee_is_done_drained_in_the_rolli
     assert undrained[-1] == "nvidia_driver" and "gpudirect_peermem" not in undrained and "verify" not in undrained
     # then drained in its batch: every stage again, verified, resumed, recorded, one lock throughout
     rolled = n2[n2.index("drain"):]
-    assert rolled.index("mlnx_ofed") < rolled.index("nvidia_driver") < rolled.index("gpudirect_peermem") \
-        < rolled.index("reboot") < rolled.index("verify")
+    assert rolled.index("mlnx_ofed") < rolled.index("nic_config") < rolled.index("nvidia_driver") \
+        < rolled.index("gpudirect_peermem") < rolled.index("reboot") < rolled.index("verify")
     assert rolled[-3:] == ["resume", "record", "unlock"] and n2.count("lock") == 1
     assert "n2: nvidia_driver would interrupt the node, which the read-only plan pass did not foresee" in proc.stdout
     # the other undrained node is not held up by it
@@ -386,7 +386,8 @@ def test_a_toolkit_change_of_one_stage_runs_only_that_stage(project):
     proc, events = _run(project, fleet)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     n1 = _of(events, "n1")
-    assert [e for e in n1 if e.startswith("plan ")] == ["plan mlnx_ofed", "plan nvidia_driver", "plan gpudirect_peermem"]
-    assert "mlnx_ofed" in n1 and "nvidia_driver" in n1 and "gpudirect_peermem" in n1 and "gpudirect_dkms" in n1
+    assert [e for e in n1 if e.startswith("plan ")] == ["plan mlnx_ofed", "plan nic_config", "plan nvidia_driver",
+                                                        "plan gpudirect_peermem"]
+    assert "mlnx_ofed" in n1 and "nic_config" in n1 and "nvidia_driver" in n1 and "gpudirect_peermem" in n1 and "gpudirect_dkms" in n1
     assert not {"os_release_pin", "host_prereqs", "pcie_acs", "drain", "reboot"} & set(n1)
     assert n1[-3:] == ["verify", "record", "unlock"]
