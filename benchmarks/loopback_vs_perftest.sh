@@ -63,9 +63,13 @@ sleep 2; ib_write_bw -d \$dev $gidopt -s $SIZE -n $ITERS -p $PORT --report_gbits
   json_field "$tmp/perf.json" stdout >"$tmp/perf.txt"
   # the role's parser (module_utils/gpudirect_crosscheck.py): the result row's BW average, Gbit/s
   perftest_bw=$("$PY" - "$tmp/perf.txt" <<'PY'
+import os
 import sys
-sys.path.insert(0, "module_utils")
-import gpudirect_crosscheck as xc
+# as Ansible loads it: the project's module_utils under ansible.module_utils, where its own
+# imports (gpudirect_versions) are found too
+import ansible.module_utils
+ansible.module_utils.__path__.append(os.path.abspath("module_utils"))
+from ansible.module_utils import gpudirect_crosscheck as xc
 try:
     print(xc.parse_perftest(open(sys.argv[1]).read())["bw_average_gbps"])
 except xc.CrosscheckError as exc:

@@ -304,7 +304,7 @@ def test_verification_module_bandwidth_close_to_perftest(host):
     project, inventory, env = _molecule_env()
     if not host.file("/var/lib/gpudirect-test-expected-kernel").exists:
         pytest.skip("measured in the verify after the kernel update (kernel_update.yml writes its marker)")
-    env.update(SIZE="65536", ITERS="1000", RUNS="5", ANSIBLE=ANSIBLE)
+    env.update(SIZE="65536", ITERS="1000", RUNS="5", ANSIBLE=ANSIBLE, PYTHON=sys.executable)
     res = subprocess.run([os.path.join(project, "benchmarks", "loopback_vs_perftest.sh"), host.backend.host, "-i", inventory],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900)
     print(res.stdout)
