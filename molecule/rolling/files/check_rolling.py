@@ -24,6 +24,7 @@ passes, roll2 needs nothing, roll3 is changed and fails verification, roll4 come
 roll3 with max_fail_percentage 0; roll1 and roll3 have a job running when the run starts.
 """
 
+import json
 import sys
 
 PASS, CALM, FAIL, LATER = "gpudirect-roll1", "gpudirect-roll2", "gpudirect-roll3", "gpudirect-roll4"
@@ -231,7 +232,6 @@ def canary_problems(log_text, output):
 
 def stop_problems(log_text, first_output, second_output, second_log_text, summary_text):
     """The "stop" run (issue #30 outcomes 2, 3): cut off mid-batch, a second controller refused."""
-    import json
     events = parse(log_text)
     summary = json.loads(summary_text)
     found = []
