@@ -48,6 +48,22 @@ options:
   tool:
     description: C(update-grub) or C(grubby); its absence means the arguments cannot be applied here.
     type: path
+  boot_once:
+    description:
+      - With O(method=grub_dropin), a change of the boot configuration is booted once before it becomes the
+        default. When the running kernel lacks the change, RV(trial) is the C(/etc/grub.d) script of a copy of the
+        default entry with the new arguments (id C(gpudirect-trial), for C(grub-reboot)); when the running kernel
+        already carries it, RV(deferred) says the drop-in is to be written only after verification passed.
+      - Ignored with other methods (C(grubby) edits every entry at once).
+    type: bool
+    default: false
+  pending:
+    description:
+      - With O(boot_once), the other owners whose change this run has not promoted yet, each
+        C({args, owned_before}); the trial entry carries theirs and then this owner's.
+    type: list
+    elements: dict
+    default: []
   root:
     description: Tree to read instead of C(/) (tests). C(grubby) runs only when it is C(/).
     type: path
@@ -65,6 +81,16 @@ EXAMPLES = r"""
     args: [iommu=pt]
     dropin: /etc/default/grub.d/90-gpudirect-iommu.cfg
     tool: /usr/sbin/update-grub
+  register: plan
+
+- name: Plan the IOMMU arguments, to be booted once before they become the default
+  gpudirect_kernel_args:
+    method: grub_dropin
+    owner: host_prereqs
+    args: [iommu=pt]
+    dropin: /etc/default/grub.d/90-gpudirect-iommu.cfg
+    tool: /usr/sbin/update-grub
+    boot_once: true
   register: plan
 
 - name: After the reboot, check the running kernel
@@ -144,6 +170,35 @@ reboot:
   description: The running kernel lacks a wanted argument or still has one the owner removed.
   returned: always
   type: bool
+dropin_changed:
+  description: The owner's drop-in differs from what O(args) need (or exists while O(args) is empty).
+  returned: always
+  type: bool
+trial:
+  description:
+    - With O(boot_once), the C(/etc/grub.d) script whose output is the trial entry (C(--id gpudirect-trial)),
+      when the running kernel lacks the change and the default entry does not carry it yet; null otherwise.
+  returned: always
+  type: str
+trial_args:
+  description: The trial entry's kernel arguments (the default entry's, with every pending owner's change).
+  returned: always
+  type: list
+  elements: str
+deferred:
+  description:
+    - With O(boot_once), the running kernel carries the change but the default boot configuration does not, so
+      the drop-in is written after verification passed, not now.
+  returned: always
+  type: bool
+next_entry:
+  description: GRUB's one-shot C(next_entry) in grubenv (set by C(grub-reboot)), null when none.
+  returned: always
+  type: str
+trial_entry:
+  description: grub.cfg holds an entry with the id C(gpudirect-trial).
+  returned: always
+  type: bool
 changes:
   description: What would change, in short sentences (drop-in and record edits excluded).
   returned: always
@@ -156,7 +211,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_host import read_text
 from ansible.module_utils.gpudirect_kernel import (
-    C_LOCALE, grub_default_entry, kernel_args_plan, parse_dropin_args, parse_grubby_info, render_dropin, under)
+    C_LOCALE, TRIAL_ID, grub_default_entry, kernel_args_plan, parse_dropin_args, parse_grubby_info, render_dropin,
+    trial_plan, under)
 
 
 def main():
@@ -168,6 +224,8 @@ def main():
             dropin=dict(type="path"),
             record=dict(type="path"),
             tool=dict(type="path"),
+            boot_once=dict(type="bool", default=False),
+            pending=dict(type="list", elements="dict", default=[]),
             root=dict(type="path", default="/"),
         ),
         required_if=[("method", "grub_dropin", ("owner", "dropin", "tool")),
@@ -182,12 +240,17 @@ def main():
                              "the calling role passes as gpudirect_reboot_kernel_args" % (bad,))
     cmdline = (read_text(under(root, "proc/cmdline")) or "").split()
     tool_present = bool(p["tool"]) and os.path.exists(under(root, p["tool"]))
-    boot_args, boot_entry, owned_before, warnings = None, None, [], []
+    boot_args, boot_entry, owned_before, warnings, grub = None, None, [], [], None
+    dropin_content = render_dropin(p["owner"], p["args"]) if p["args"] and p["owner"] else ""
+    dropin_changed = False
     if method == "grub_dropin":
-        owned_before = parse_dropin_args(read_text(under(root, p["dropin"])))
-        grub = grub_default_entry(root) if tool_present else None
+        dropin_text = read_text(under(root, p["dropin"]))
+        owned_before = parse_dropin_args(dropin_text)
+        dropin_changed = (dropin_text or "") != dropin_content
+        # the trial's one-shot boot is not the default: compare with what boots after it
+        grub = grub_default_entry(root, ignore_next=(TRIAL_ID,)) if tool_present else None
         if grub is not None:
-            warnings.extend(grub["warnings"])
+            warnings.extend(w for w in grub["warnings"] if TRIAL_ID not in w)
             boot_entry = grub["title"]
             boot_args = grub["args"] if grub["image"] else None
     elif method == "grubby":
@@ -203,12 +266,35 @@ def main():
     if method == "cmdline":
         plan["reboot"] = False
         plan["changes"] = []
+    once = {"trial": None, "trial_args": [], "deferred": False}
+    if p["boot_once"] and method == "grub_dropin" and plan["applicable"]:
+        plan["dropin_changed"] = dropin_changed and bool(p["args"] or dropin_text is not None)
+        pending = [dict(args=e.get("args") or [], owned_before=e.get("owned_before") or []) for e in p["pending"]]
+        try:
+            once = trial_plan(plan, grub, pending + [dict(args=p["args"], owned_before=owned_before)],
+                              [p["owner"]])
+        except ValueError as e:
+            module.fail_json(msg="%s: the new kernel arguments %s cannot be booted once before they become the "
+                                 "default: %s. Fix the boot configuration (update-grub), or set "
+                                 "gpudirect_reboot_boot_once: false to write them as the default at once."
+                                 % (p["owner"], " ".join(p["args"]) or "(removal)", e))
+        plan.pop("dropin_changed")
+        if once["trial"]:
+            plan["changes"] = [c for c in plan["changes"] if not c.startswith("regenerate grub.cfg")] + [
+                "boot once into a copy of the default entry with %s (grub-reboot %s); the drop-in and "
+                "update-grub make it the default only after the node verified on it"
+                % (" ".join(once["trial_args"]), TRIAL_ID)]
+        elif once["deferred"]:
+            plan["changes"] = [c for c in plan["changes"] if not c.startswith("regenerate grub.cfg")] + [
+                "the running kernel carries the arguments: the drop-in and update-grub make them the default "
+                "after the node verified"]
     for warning in warnings:
         module.warn(warning)
     module.exit_json(changed=False, tool_present=tool_present, cmdline=cmdline, boot_args=boot_args,
-                     boot_entry=boot_entry, owned_before=owned_before,
-                     dropin_content=render_dropin(p["owner"], p["args"]) if p["args"] and p["owner"] else "",
-                     **plan)
+                     boot_entry=boot_entry, owned_before=owned_before, dropin_content=dropin_content,
+                     dropin_changed=dropin_changed,
+                     next_entry=grub["next_entry"] if grub else None,
+                     trial_entry=bool(grub and grub["trial_entry"]), **dict(plan, **once))
 
 
 if __name__ == "__main__":

@@ -160,6 +160,9 @@ def default_boot_kernel(root="/", runner=None, live=False):
 
 GRUB_CFG = "boot/grub/grub.cfg"
 GRUBENV = "boot/grub/grubenv"
+# The one-shot entry a new kernel command line is booted with before it becomes the
+# default (see "Boot once, then promote" below).
+TRIAL_ID = "gpudirect-trial"
 _LINUX_COMMANDS = ("linux", "linuxefi", "linux16")
 _SET_DEFAULT_RE = re.compile(r"""^\s*(?:set\s+)?default=(?P<value>"[^"]*"|'[^']*'|\S*)\s*(?:;.*)?$""")
 _REMAP_RE = re.compile(r"""^\s*if \[ "x\$default" = '(?P<old>(?:[^']|'\\'')*)' \]; then default='(?P<new>(?:[^']|'\\'')*)'; fi;?\s*$""")
@@ -196,8 +199,9 @@ def parse_grub_cfg(text):
     "remap": {old title: new path}, "entries": [entry, ...]}``.
 
     An entry is ``{"kind": "menuentry"|"submenu", "title", "id", "image",
-    "args" (list), "entries" (submenu children)}``; ``image``/``args`` come from
-    the entry's first ``linux`` line (None/[] for chainloader entries)."""
+    "args" (list), "entries" (submenu children), "body" (a menuentry's raw lines
+    between its braces)}``; ``image``/``args`` come from the entry's first
+    ``linux`` line (None/[] for chainloader entries)."""
     top = {"entries": []}
     stack = [top]
     default = None
@@ -208,17 +212,23 @@ def parse_grub_cfg(text):
         if not line or line.startswith("#"):
             continue
         current = stack[-1]
+        owner = next((e for e in reversed(stack) if e.get("kind") == "menuentry"), None)
         if line.startswith("}"):
             if len(stack) > 1:
-                stack.pop()
+                closed = stack.pop()
+                if owner is not None and closed is not owner:
+                    owner["body"].append(raw)
             continue
+        if owner is not None:
+            owner["body"].append(raw)
         words = _words(line[:-1]) if line.endswith("{") else None
         if words and words[0] in ("menuentry", "submenu") and len(words) > 1:
             entry_id = None
             for i, word in enumerate(words):
                 if word in ("$menuentry_id_option", "${menuentry_id_option}", "--id") and i + 1 < len(words):
                     entry_id = words[i + 1]
-            entry = {"kind": words[0], "title": words[1], "id": entry_id, "image": None, "args": [], "entries": []}
+            entry = {"kind": words[0], "title": words[1], "id": entry_id, "image": None, "args": [], "entries": [],
+                     "body": []}
             current.setdefault("entries", []).append(entry)
             stack.append(entry)
             continue
@@ -269,13 +279,15 @@ def _split_path(spec):
     return parts
 
 
-def resolve_grub_default(cfg, env=None):
+def resolve_grub_default(cfg, env=None, ignore_next=()):
     """The entry GRUB boots, as ``{"spec", "path" (titles), "entry", "warnings"}``;
     ``entry`` is None when the menu has none. ``cfg`` comes from
-    :func:`parse_grub_cfg`, ``env`` from :func:`parse_grubenv`."""
+    :func:`parse_grub_cfg`, ``env`` from :func:`parse_grubenv`. A grubenv
+    ``next_entry`` named in ``ignore_next`` is left out: the entry is then the
+    default that boots after that one-shot boot."""
     env = env or {}
     warnings = []
-    if cfg["next_entry_block"] and env.get("next_entry"):
+    if cfg["next_entry_block"] and env.get("next_entry") and env["next_entry"] not in ignore_next:
         spec = env["next_entry"]
         warnings.append("grubenv next_entry=%s boots once (grub-reboot), before the default" % spec)
     else:
@@ -306,15 +318,17 @@ def resolve_grub_default(cfg, env=None):
     return {"spec": spec, "path": path, "entry": entry, "warnings": warnings}
 
 
-def grub_default_entry(root="/"):
+def grub_default_entry(root="/", ignore_next=()):
     """The default entry of ``<root>/boot/grub/grub.cfg`` with the environment
     block next to it: ``{"release", "image", "args", "title", "source",
-    "warnings"}``, or None when there is no grub.cfg."""
+    "warnings", "body", "next_entry"}``, or None when there is no grub.cfg.
+    ``ignore_next``: see :func:`resolve_grub_default`."""
     text = read_text(under(root, GRUB_CFG))
     if text is None:
         return None
     cfg = parse_grub_cfg(text)
-    chosen = resolve_grub_default(cfg, parse_grubenv(read_text(under(root, GRUBENV))))
+    env = parse_grubenv(read_text(under(root, GRUBENV)))
+    chosen = resolve_grub_default(cfg, env, ignore_next)
     entry = chosen["entry"] or {}
     warnings = list(chosen["warnings"])
     release = _release_of_image(entry.get("image"))
@@ -328,7 +342,9 @@ def grub_default_entry(root="/"):
         warnings.append("the default GRUB entry %s loads no Linux kernel" % " > ".join(chosen["path"]))
     return {"release": release, "image": entry.get("image"),
             "args": list(entry.get("args") or []), "title": " > ".join(chosen["path"]),
-            "source": "/" + GRUB_CFG, "warnings": warnings}
+            "source": "/" + GRUB_CFG, "warnings": warnings, "body": list(entry.get("body") or []),
+            "next_entry": env.get("next_entry") or None,
+            "trial_entry": any(e.get("id") == TRIAL_ID for e in cfg["entries"])}
 
 
 def parse_grubby_info(text):
@@ -484,6 +500,93 @@ def _lacks(plan, where="boot"):
     missing, stale = plan["missing_" + where], plan["stale_" + where]
     parts = (["lacks " + " ".join(missing)] if missing else []) + (["still has " + " ".join(stale)] if stale else [])
     return " and ".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# Boot once, then promote (issue #29, outcome 3). On GRUB, a new kernel command line is
+# not written as the default at once: the default entry is copied into one extra entry
+# (id gpudirect-trial, an /etc/grub.d script, so update-grub keeps it) whose `linux` line
+# carries the new arguments, and `grub-reboot gpudirect-trial` boots it once. GRUB clears
+# next_entry at that boot, so any later boot (a power event, a failed verification)
+# lands on the last proven default again. Only after the node verified on it do the
+# owners' drop-ins and update-grub make the arguments the default.
+
+_GRUB_SAFE_WORD = re.compile(r"^[A-Za-z0-9_.,:/=+@%^-]+$")
+_GRUB_VAR_WORD = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def _grub_quote(word):
+    """A word for a grub.cfg line: plain when safe, ``$var`` left to expand at boot,
+    else in single quotes (GRUB's script quoting is the shell's)."""
+    if _GRUB_SAFE_WORD.match(word) or _GRUB_VAR_WORD.match(word):
+        return word
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+def edit_args(current, edits):
+    """``current`` arguments after each ``{"args", "owned_before"}`` edit in turn:
+    the owner's wanted arguments added, the ones it set before and no longer wants
+    removed (``pci=`` options merged, as :func:`grubby_edit` does)."""
+    args = list(current)
+    for edit in edits:
+        remove, add = grubby_edit(args, edit.get("args") or [], edit.get("owned_before") or [])
+        args = [a for a in args if a not in remove] + add
+    return args
+
+
+def render_trial_script(entry, args, owners):
+    """The /etc/grub.d script whose output is the trial entry: ``entry`` (from
+    :func:`grub_default_entry`, with its ``body``) loading the same kernel with
+    ``args`` on its ``linux`` line. Returns None when the entry has no ``linux`` line
+    to copy."""
+    body, done = [], False
+    for raw in entry.get("body") or []:
+        words = _words(raw.strip())
+        if not done and words and words[0] in _LINUX_COMMANDS and len(words) > 1:
+            indent = raw[:len(raw) - len(raw.lstrip())]
+            body.append(indent + " ".join([words[0], _grub_quote(words[1])] + [_grub_quote(a) for a in args]))
+            done = True
+        else:
+            body.append(raw)
+    if not done:
+        return None
+    title = "GPUDirect trial: %s with %s" % (entry.get("title") or "the default entry", " ".join(args))
+    header = [
+        "#!/bin/sh",
+        "# Managed by Ansible (role gpudirect_reboot, for %s): the default boot entry with a new" % " ".join(owners),
+        "# kernel command line, booted once (grub-reboot %s) before it becomes the default. Removed" % TRIAL_ID,
+        "# when it is promoted, after the node verified on it; until then the default is unchanged.",
+    ]
+    header.append('exec tail -n +%d "$0"' % (len(header) + 2))
+    entry_lines = ["menuentry %s --id %s {" % (_grub_quote(title) if not _GRUB_SAFE_WORD.match(title)
+                                                 else title, TRIAL_ID)] + body + ["}"]
+    return "\n".join(header + entry_lines) + "\n"
+
+
+def trial_plan(plan, boot, edits, owners):
+    """Boot once or promote, for one owner on GRUB (``plan`` from
+    :func:`kernel_args_plan`, ``boot`` from :func:`grub_default_entry` read without
+    the trial's next_entry, ``edits``: every pending owner's ``{"args",
+    "owned_before"}`` of this run, this one last). Returns ``{"trial": script or
+    None, "trial_args", "deferred"}``: ``trial`` when the running kernel lacks the
+    change and the default does not carry it yet (boot it once first); ``deferred``
+    when the running kernel already carries it but the default does not (written
+    after verification). Raises ValueError when the default entry cannot be copied."""
+    out = {"trial": None, "trial_args": [], "deferred": False}
+    needs_write = plan["regenerate"] or plan.get("dropin_changed", False)
+    if not needs_write:
+        return out
+    if not plan["reboot"]:
+        out["deferred"] = True
+        return out
+    if boot is None or not boot.get("image"):
+        raise ValueError("the default GRUB entry cannot be read (no grub.cfg, or an entry that loads no Linux "
+                         "kernel), so it cannot be copied into a trial entry")
+    out["trial_args"] = edit_args(boot["args"], edits)
+    out["trial"] = render_trial_script(boot, out["trial_args"], owners)
+    if out["trial"] is None:
+        raise ValueError("the default GRUB entry %s has no linux line to copy" % boot.get("title"))
+    return out
 
 
 # ---------------------------------------------------------------------------

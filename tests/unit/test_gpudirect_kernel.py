@@ -4,14 +4,17 @@ Texts: tests/fixtures/boot/ (README there names their sources).
 """
 
 import os
+import re
+import sys
 
 import pytest
 
 import gpudirect_kernel_args
 from ansible.module_utils.gpudirect_kernel import (
-    arg_units, default_boot_kernel, grub_default_entry, grubby_edit, kernel_args_plan, missing_args,
-    parse_dropin_args, parse_grub_cfg, parse_grubby_info, parse_grubenv, render_dropin, resolve_grub_default)
-from conftest import PROJECT_FIXTURES
+    arg_units, default_boot_kernel, edit_args, grub_default_entry, grubby_edit, kernel_args_plan, missing_args,
+    parse_dropin_args, parse_grub_cfg, parse_grubby_info, parse_grubenv, render_dropin, render_trial_script,
+    resolve_grub_default)
+from conftest import PROJECT_FIXTURES, ROOT
 
 HERE = os.path.join(PROJECT_FIXTURES, "boot")
 NEW = "4.9.0-3-amd64"
@@ -294,3 +297,114 @@ def test_grub_entry_through_the_vmlinuz_symlink(tmp_path):
     root = _tree(tmp_path, cfg, link=NEW)
     entry = grub_default_entry(root)
     assert entry["release"] == NEW and entry["args"] == ["root=/dev/vda", "ro", "iommu=pt"]
+
+
+# ---------------------------------------------------------------------------
+# boot once, then promote (issue #29, outcome 3): the trial entry is a copy of the
+# default entry of the real Debian grub.cfg with the new arguments, and both readings
+# of grub.cfg (the toolkit's and the VM harness's boot loader stand-in) boot it once
+
+def _boot_once(run_module, root, args, pending=()):
+    return run_module(gpudirect_kernel_args, {
+        "method": "grub_dropin", "owner": "host_prereqs", "args": args, "root": root, "boot_once": True,
+        "pending": list(pending), "dropin": "/etc/default/grub.d/90-gpudirect-iommu.cfg",
+        "tool": "/usr/sbin/update-grub"}, check_mode=True)
+
+
+def _with_trial(cfg, script):
+    """grub.cfg as update-grub writes it with the trial script in /etc/grub.d: the
+    script's output (from its `exec tail` line on) appended after 10_linux's entries."""
+    lines = script.splitlines()
+    start = int(re.search(r"tail -n \+(\d+)", script).group(1))
+    return cfg + "\n### BEGIN /etc/grub.d/42_gpudirect_trial ###\n" + "\n".join(lines[start - 1:]) + \
+        "\n### END /etc/grub.d/42_gpudirect_trial ###\n"
+
+
+def test_boot_once_fresh_node_plans_a_trial_entry_not_a_new_default(tmp_path, run_module):
+    result = _boot_once(run_module, _node(tmp_path, _cfg()), ["iommu=pt"])
+    assert result["trial"] and result["deferred"] is False and result["reboot"] is True
+    assert result["trial_args"] == ["root=/dev/sda", "ro", "console=ttyS0,19200n8", "net.ifnames=0", "iommu=pt"]
+    assert not any(c.startswith("regenerate grub.cfg") for c in result["changes"])
+    assert any("grub-reboot gpudirect-trial" in c for c in result["changes"])
+    script = result["trial"]
+    assert script.startswith("#!/bin/sh\n") and "--id gpudirect-trial {" in script
+    # the copy keeps the default entry's body (search, insmod, initrd), only the linux line changes
+    assert "search --no-floppy --fs-uuid --set=root e025e52b-91c4-4f64-962d-79f244caa92a" in script
+    assert "initrd  /boot/initrd.img-4.9.0-3-amd64" in script
+    assert "linux /boot/vmlinuz-4.9.0-3-amd64 root=/dev/sda ro console=ttyS0,19200n8 net.ifnames=0 iommu=pt" in script
+
+
+def test_boot_once_trial_boots_once_and_the_default_stays(tmp_path, run_module):
+    script = _boot_once(run_module, _node(tmp_path, _cfg()), ["iommu=pt"])["trial"]
+    cfg = parse_grub_cfg(_with_trial(_cfg(), script))
+    nxt = parse_grubenv("next_entry=gpudirect-trial\n")
+    once = resolve_grub_default(cfg, nxt)
+    assert once["entry"]["id"] == "gpudirect-trial" and "iommu=pt" in once["entry"]["args"]
+    assert once["entry"]["image"] == "/boot/vmlinuz-4.9.0-3-amd64"
+    # what boots after that one boot (GRUB cleared next_entry), and what the module compares with
+    for after in (resolve_grub_default(cfg, {}), resolve_grub_default(cfg, nxt, ignore_next=("gpudirect-trial",))):
+        assert after["path"] == ["Debian GNU/Linux"] and "iommu=pt" not in after["entry"]["args"]
+    # the VM's boot loader stand-in, an independent reading, boots the same entry once
+    sys.path.insert(0, os.path.join(ROOT, "tests", "harness", "vm"))
+    import grub_menu
+    choice = grub_menu.choose(_with_trial(_cfg(), script), "next_entry=gpudirect-trial\n")
+    assert choice.entry_id == "gpudirect-trial" and "iommu=pt" in choice.args and choice.boot_once
+    assert "iommu=pt" not in grub_menu.choose(_with_trial(_cfg(), script), "").args
+
+
+def test_boot_once_trial_pending_does_not_hide_the_default(tmp_path, run_module):
+    # a second owner in the same run, after the first wrote the trial and grub-reboot set next_entry:
+    # it compares with the default, and its trial carries both owners' arguments
+    script = _boot_once(run_module, _node(tmp_path, _cfg()), ["iommu=pt"])["trial"]
+    root = _node(tmp_path / "b", _with_trial(_cfg(), script))
+    (tmp_path / "b" / "boot" / "grub" / "grubenv").write_text("next_entry=gpudirect-trial\n")
+    result = _boot_once(run_module, root, ["pci=config_acs=xxxxxx0@0000:00:04.0"],
+                        pending=[{"args": ["iommu=pt"], "owned_before": []}])
+    assert result["boot_entry"] == "Debian GNU/Linux" and result["next_entry"] == "gpudirect-trial"
+    assert result["trial_entry"] is True
+    assert result["trial_args"][-2:] == ["iommu=pt", "pci=config_acs=xxxxxx0@0000:00:04.0"]
+
+
+def test_boot_once_running_kernel_already_carries_it_defers_the_dropin(tmp_path, run_module):
+    # booted the trial (or the admin's own argument): nothing to boot, the drop-in waits for verification
+    result = _boot_once(run_module, _node(tmp_path, _cfg(), cmdline=CMDLINE.strip() + " iommu=pt"), ["iommu=pt"])
+    assert result["deferred"] is True and result["trial"] is None and result["reboot"] is False
+    assert any("after the node verified" in c for c in result["changes"])
+
+
+def test_boot_once_converged_node_plans_nothing(tmp_path, run_module):
+    dropin = render_dropin("host_prereqs", ["iommu=pt"])
+    cfg = _cfg().replace("ro console=ttyS0,19200n8 net.ifnames=0", "ro console=ttyS0,19200n8 net.ifnames=0 iommu=pt")
+    result = _boot_once(run_module, _node(tmp_path, cfg, dropin=dropin, cmdline=CMDLINE.strip() + " iommu=pt"),
+                        ["iommu=pt"])
+    assert result["trial"] is None and result["deferred"] is False and result["changes"] == []
+
+
+def test_boot_once_removal_boots_once_without_the_argument(tmp_path, run_module):
+    dropin = render_dropin("host_prereqs", ["iommu=pt"])
+    cfg = _cfg().replace("ro console=ttyS0,19200n8 net.ifnames=0", "ro console=ttyS0,19200n8 net.ifnames=0 iommu=pt")
+    result = _boot_once(run_module, _node(tmp_path, cfg, dropin=dropin, cmdline=CMDLINE.strip() + " iommu=pt"), [])
+    assert result["trial"] and "iommu=pt" not in result["trial_args"] and result["reboot"] is True
+
+
+def test_boot_once_default_entry_without_linux_fails_naming_the_knob(tmp_path, run_module):
+    cfg = "menuentry 'Windows' --id win {\n  chainloader +1\n}\n"
+    result = _boot_once(run_module, _node(tmp_path, cfg), ["iommu=pt"])
+    assert result["failed"] is True
+    assert "gpudirect_reboot_boot_once" in result["msg"] and "iommu=pt" in result["msg"]
+    assert "loads no Linux kernel" in result["msg"]
+
+
+def test_trial_script_quotes_what_grub_would_split():
+    entry = {"title": "Debian GNU/Linux", "body": ["\tlinux\t/boot/vmlinuz-6.1.0-40-amd64 root=UUID=x ro quiet",
+                                                    "\tinitrd\t/boot/initrd.img-6.1.0-40-amd64"]}
+    script = render_trial_script(entry, ["root=UUID=x", "ro", "$vt_handoff", 'pci=config_acs="a;b"'], ["pcie_acs"])
+    line = [ln for ln in script.splitlines() if ln.strip().startswith("linux")][0]
+    assert line == "\tlinux /boot/vmlinuz-6.1.0-40-amd64 root=UUID=x ro $vt_handoff 'pci=config_acs=\"a;b\"'"
+    assert parse_grub_cfg(script.split("\n", 5)[5])["entries"][0]["args"][-1] == 'pci=config_acs="a;b"'
+    assert render_trial_script({"title": "x", "body": ["chainloader +1"]}, ["a"], ["o"]) is None
+
+
+def test_edit_args_applies_each_owner_in_turn():
+    assert edit_args(["ro", "iommu=pt"], [{"args": [], "owned_before": ["iommu=pt"]},
+                                          {"args": ["pci=realloc"], "owned_before": []}]) == ["ro", "pci=realloc"]

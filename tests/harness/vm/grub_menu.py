@@ -73,6 +73,7 @@ class Choice:
     initrd: list[str]
     args: list[str]
     notes: list[str]
+    boot_once: bool = False        # chosen by grubenv's next_entry (grub-reboot), not the default
 
 
 def _words(line: str, lineno: int) -> list[str]:
@@ -193,8 +194,8 @@ def choose(cfg_text: str, grubenv_text: str | None = None) -> Choice:
     notes: list[str] = []
     if menu.next_entry_default and env.get("next_entry"):
         spec = _expand(env["next_entry"], env)
-        notes.append(f"grubenv next_entry={env['next_entry']} boots (grub-reboot); GRUB would clear it, "
-                     "the harness cannot: it stays until the guest clears it")
+        notes.append(f"grubenv next_entry={env['next_entry']} boots once (grub-reboot); GRUB would clear it, "
+                     "the harness cannot: it stays until the guest clears it (grub-editenv)")
     else:
         spec = _expand(menu.default or "", env)
     if spec in menu.remap:
@@ -223,4 +224,5 @@ def choose(cfg_text: str, grubenv_text: str | None = None) -> Choice:
     if chosen.kernel is None:
         raise GrubCfgError(f"the default entry {' > '.join(path)!r} (line {chosen.line}) has no linux line")
     return Choice(spec=spec, path=path, entry_id=chosen.id, kernel=chosen.kernel,
-                  initrd=list(chosen.initrd), args=list(chosen.args), notes=notes)
+                  initrd=list(chosen.initrd), args=list(chosen.args), notes=notes,
+                  boot_once=bool(menu.next_entry_default and env.get("next_entry")))
