@@ -505,6 +505,15 @@ def decide(found, options):
         disruption.append("nvidia-imex restart: the IMEX domain changes (GPU memory shared across nodes is released)")
     if nouveau and "nouveau" in loaded:
         disruption.append("reboot: nouveau is loaded and gets blacklisted")
+    else:
+        # not a reboot, but what the next boot loads (issue #29, outcome 3): a power event
+        # must not boot a node into a boot configuration no batch proved, so it changes only
+        # in the node's drained batch, which reboots and verifies it
+        boot_config = (["blacklist nouveau"] if nouveau and not found.get("nouveau_conf_present") else []) + \
+            (["rebuild the initramfs of %s" % ", ".join(found["initramfs_nouveau_unblocked"])]
+             if nouveau and found.get("initramfs_nouveau_unblocked") else [])
+        if boot_config:
+            disruption.append("boot configuration: %s (what the next boot loads)" % "; ".join(boot_config))
 
     return {
         "changed": False,

@@ -55,7 +55,7 @@ import re
 
 # The roles whose read-only plan (tasks/plan.yml, fact <role>_plan) the plan pass
 # runs, in the order the install stages apply them.
-PLANNED_ROLES = ("mlnx_ofed", "nic_config", "nvidia_driver", "gpudirect_peermem", "pcie_acs")
+PLANNED_ROLES = ("host_prereqs", "mlnx_ofed", "nic_config", "nvidia_driver", "gpudirect_peermem", "pcie_acs")
 
 DEFAULTS = {
     "gpudirect_rolling_batch": 1,

@@ -392,6 +392,20 @@ def test_loaded_nouveau_is_a_reboot():
     assert plan.decide(probe, options(blacklist_nouveau=False))["disruption"] == []
 
 
+def test_nouveau_blacklist_and_initramfs_change_only_in_the_drained_batch():
+    # issue #29 outcome 3: not loaded, so no reboot, but what the next boot loads changes
+    probe = found(nouveau_kernels=["6.1.0-41-amd64"], initramfs_nouveau_unblocked=["6.1.0-41-amd64"])
+    out = plan.decide(probe, options())
+    assert out["disruption"] == ["boot configuration: blacklist nouveau; rebuild the initramfs of 6.1.0-41-amd64 "
+                                 "(what the next boot loads)"]
+    # blacklisted already, an initramfs built before the blacklist still carries nouveau.ko
+    out = plan.decide(dict(probe, nouveau_conf_present=True), options())
+    assert out["disruption"] == ["boot configuration: rebuild the initramfs of 6.1.0-41-amd64 (what the next boot loads)"]
+    converged = dict(probe, nouveau_conf_present=True, initramfs_nouveau_unblocked=[])
+    assert plan.decide(converged, options())["disruption"] == []
+    assert plan.decide(probe, options(blacklist_nouveau=False))["disruption"] == []
+
+
 def test_nvswitch_node_plans_the_fabric_manager():
     probe = found({"nvidia-kernel-open-dkms": "580.95.05-1"}, loaded=["nvidia"], stamp="driver=580.95.05",
                   nvswitches=[{"device_id": "0x22a3", "address": "0000:07:00.0"}])

@@ -52,9 +52,11 @@ def test_each_disruption_names_its_role_in_stage_order():
     # the mapping's order must not matter: reasons follow the install stages
     firmware = {"changes": ["0000:17:00.0 (ConnectX7): set ATS_ENABLED=1"],
                 "disruption": ["0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=1"]}
+    cmdline = {"changes": [], "disruption": ["reboot: the running kernel command line lacks iommu=pt"]}
     plans = {"nvidia_driver": DRIVER_RELOAD, "pcie_acs": CONVERGED, "nic_config": firmware,
-             "mlnx_ofed": OFED_UPGRADE, "gpudirect_peermem": CONVERGED}
+             "mlnx_ofed": OFED_UPGRADE, "gpudirect_peermem": CONVERGED, "host_prereqs": cmdline}
     assert rolling.disruption(plans) == [
+        "host_prereqs: reboot: the running kernel command line lacks iommu=pt",
         "mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0",
         "nic_config: 0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=1",
         "nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15",
@@ -107,8 +109,8 @@ def test_a_malformed_plan_is_an_error_not_a_silent_no(plan, message):
 
 
 def test_a_plan_of_an_unknown_role_is_an_error():
-    with pytest.raises(ValueError, match="no plan is expected from host_prereqs"):
-        rolling.disruption(_all(host_prereqs=CONVERGED))
+    with pytest.raises(ValueError, match="no plan is expected from os_release_pin"):
+        rolling.disruption(_all(os_release_pin=CONVERGED))
 
 
 def test_a_planned_role_left_out_of_the_pass_is_an_error():

@@ -77,7 +77,7 @@ def _project(tmp_path):
         "forget.yml": _log("forget"),
     })
     _role(root, "gpudirect_preflight", {"main.yml": _log("preflight")})
-    for name in ("mlnx_ofed", "nic_config", "nvidia_driver", "gpudirect_peermem", "pcie_acs"):
+    for name in ("host_prereqs", "mlnx_ofed", "nic_config", "nvidia_driver", "gpudirect_peermem", "pcie_acs"):
         _role(root, name, {
             "plan.yml": _log("plan " + name) + textwrap.dedent("""\
                 - name: Register the plan
