@@ -333,9 +333,10 @@ def _board_of_1024_mib(env):
 
 
 def test_size_above_gpu_memory_fails_before_running(env, monkeypatch, run_module):
-    """The H200's facts with its memory reported as 1024 MiB (a small board): a size of
-    1 GiB + 1 byte is inside the module's generic bound (2 GiB), so only the GPU-memory
-    guard can refuse it, before anything runs."""
+    """Gate (issue #31 outcome 6): the GPU-memory size guard. The H200's facts with its
+    memory reported as 1024 MiB (a small board): a size of 1 GiB + 1 byte is inside the
+    module's generic bound (2 GiB), so only the GPU-memory guard can refuse it, before
+    anything runs."""
     node = Node(monkeypatch)
     facts = _board_of_1024_mib(env)
     size = 1024 * (1 << 20) + 1

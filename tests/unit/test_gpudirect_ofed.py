@@ -142,6 +142,10 @@ def test_replace_removes_first_with_the_uninstaller():
     assert out["release_holds"] == HELD and out["remove_packages"] == []
 
 
+# Gate (issue #31 outcome 6): plan() counts a downgrade as a removal (removal = action in
+# replace/remove/downgrade), so the newer stack is removed first, its holds released, the removal
+# listed as a disruption and refused without mlnx_ofed_allow_replace. Dropping "downgrade" from
+# that list left every test green before these two tests.
 def test_a_downgrade_removes_the_newer_stack_first():
     """DOCA 2.9.1 installed (OFED-internal-24.10-1.1.4.0.200), 24.10-1.1.3 wanted: packages of a
     newer stack do not downgrade in place, so the plan removes it first (its holds released,

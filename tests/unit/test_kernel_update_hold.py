@@ -9,6 +9,7 @@ batch, which the failed batch stops.
 """
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -116,15 +117,35 @@ def _run(tmp_path_factory, extra_args=()):
                KU_BOOT_LOG=str(root / "boot.log"))
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "hosts.yml",
             "playbooks/kernel_update.yml", "-e", "kernel_update_serial=2"] + list(extra_args)
+    default_before = _machine_note()
     try:
         proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        # what the run left in the nodes' own note folder, read before it is removed
+        left = {}
+        for name in sorted(os.listdir(notes)) if os.path.isdir(notes) else []:
+            with open(os.path.join(notes, name)) as handle:
+                left[name] = json.load(handle)
     finally:
         shutil.rmtree(notes, ignore_errors=True)
         for path in glob.glob(prefix + "*"):
             os.remove(path)
     events = re.findall(r'"msg": "EVENT (\S+) ?(.*?)"', proc.stdout)
     boot = (root / "boot.log").read_text().splitlines() if (root / "boot.log").exists() else []
-    return proc, events, boot
+    return proc, events, boot, {"notes": left, "machine_note_before": default_before,
+                                "machine_note_after": _machine_note()}
+
+
+# the drain role's default note path, the machine's own (roles/gpudirect_drain/defaults/main.yml)
+MACHINE_NOTE = "/var/lib/gpudirect/left-drained.json"
+
+
+def _machine_note():
+    """The machine's own left-drained note as it is now: its text, or None when there is none."""
+    try:
+        with open(MACHINE_NOTE) as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +154,7 @@ def run(tmp_path_factory):
 
 
 def test_the_failed_node_is_held_the_passed_one_released_and_the_next_batch_not_reached(run):
-    proc, events, boot = run
+    proc, events, boot, _ = run
     assert proc.returncode == 2, proc.stdout[-4000:]
     by_node = {}
     for node, event in events:
@@ -152,12 +173,26 @@ def test_the_failed_node_is_held_the_passed_one_released_and_the_next_batch_not_
     assert boot.index("n2 released proven=None") < boot.index("n2 held proven=False")
 
 
+def test_the_nodes_notes_go_to_the_tests_own_folder_never_the_machines(run):
+    """Gate (issue #31 outcome 6): this test's nodes are all this machine, so with the drain
+    role's default note path they shared /var/lib/gpudirect/left-drained.json: n1's resume
+    removed the note n2 had just written, and a parallel test read it as a node left drained.
+    The conftest check on leftover state files cannot see that (the shared note is written
+    and removed within the run), so: the failed node n2, left drained, has its note in the
+    test's own folder (only it: n1 was resumed, n3 never drained), and the machine's own
+    note is as it was before the run."""
+    proc, _, _, files = run
+    assert sorted(files["notes"]) == ["n2.json"], (files["notes"], proc.stdout[-4000:])
+    assert files["notes"]["n2.json"]["resume_command"] == ["true", "resume", "n2"], files["notes"]
+    assert files["machine_note_after"] == files["machine_note_before"]
+
+
 def test_a_spent_failure_budget_stops_the_campaign_before_the_next_batch_touches_anything(tmp_path_factory):
     """max_fail_percentage 100 lets the next batch start; the campaign's budget of 0 failed
     nodes over the run (issue #30, outcome 1) stops it there: n3 fails before its lock,
     never drained, and the table says why."""
-    proc, events, boot = _run(tmp_path_factory, ["-e", "kernel_update_max_fail_percentage=100",
-                                                 "-e", "gpudirect_rolling_max_failed_nodes=0"])
+    proc, events, boot, _ = _run(tmp_path_factory, ["-e", "kernel_update_max_fail_percentage=100",
+                                                    "-e", "gpudirect_rolling_max_failed_nodes=0"])
     assert proc.returncode == 2, proc.stdout[-4000:]
     assert "n3" not in {node for node, _ in events}
     assert "the campaign stops: 1 node(s) failed or were left drained by this run (n2), more than " \
@@ -170,6 +205,6 @@ def test_a_spent_failure_budget_stops_the_campaign_before_the_next_batch_touches
 
 
 def test_a_budget_with_room_lets_the_next_batch_run(tmp_path_factory):
-    proc, events, _ = _run(tmp_path_factory, ["-e", "kernel_update_max_fail_percentage=100",
-                                              "-e", "gpudirect_rolling_max_failed_nodes=1"])
+    proc, events, _, _ = _run(tmp_path_factory, ["-e", "kernel_update_max_fail_percentage=100",
+                                                 "-e", "gpudirect_rolling_max_failed_nodes=1"])
     assert "verify" in [event for node, event in events if node == "n3"], proc.stdout[-4000:]
