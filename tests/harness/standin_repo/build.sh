@@ -60,6 +60,14 @@ CUDA_VERSION_FOR_DRIVER=13.0
 # real outputs kept in tests/fixtures/gdrcopy/.
 GDRCOPY_VERSION=2.5.1
 GDRCOPY_FIXTURES="$repo_root/tests/fixtures/gdrcopy"
+# mstflint as the OFED repositories ship it (mstconfig, for roles/nic_config): upstream 4.16.1, the
+# release "2.<OFED release digits>". Sources of the shape: MLNX_OFED 5.6-2.0.9.0's DEBS hold
+# mstflint_4.16.1-2.56209_amd64.deb (a public install note listing that folder), and the source
+# bundle MLNX_OFED_SRC-24.04-0.6.6.0 still carries SOURCES/mstflint_4.16.1.orig.tar.gz (a public
+# listing of it). The versions for 24.10 and 25.01 (4.16.1-2.2410114, 4.16.1-2.2501060) follow that
+# shape; they were not checked against NVIDIA's repositories.
+MSTFLINT_UPSTREAM=4.16.1
+mstflint_version() { local d=${1//./}; echo "$MSTFLINT_UPSTREAM-2.${d//-/}"; }   # 24.10-1.1.4 -> 4.16.1-2.2410114
 FORMAT=1   # bump to force a rebuild when the layout logic changes
 
 log() { printf '[standin-repo] %s\n' "$*" >&2; }
@@ -329,6 +337,37 @@ EOF
   finish_pkg "$r" "$dest" "Depends: kmod
 Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
     "mlnx-ofed-kernel userland ($real): ofed_info, openibd"
+
+  # mstflint: mstconfig, the tool of roles/nic_config (src/mft/: NV configuration state per fake
+  # card). Its boot unit is what a reboot does to the cards: Next Boot becomes Current.
+  r=$(new_pkg mstflint "$(mstflint_version "$base")" amd64)
+  mkdir -p "$r/usr/bin" "$r/lib/systemd/system"
+  install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mstconfig"
+  # mstflint ships mstconfig only (mlxconfig is MFT's): the boot script and unit call it by that name
+  sed 's#/usr/bin/mlxconfig#/usr/bin/mstconfig#' "$here/src/mft/standin-mlxconfig-boot" \
+    > "$r/usr/bin/standin-mlxconfig-boot"
+  chmod 755 "$r/usr/bin/standin-mlxconfig-boot"
+  sed 's#/usr/bin/mlxconfig#/usr/bin/mstconfig#' "$here/src/mft/standin-mlxconfig-boot.service" \
+    > "$r/lib/systemd/system/standin-mlxconfig-boot.service"
+  chmod 644 "$r/lib/systemd/system/standin-mlxconfig-boot.service"
+  cat > "$r/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper enable standin-mlxconfig-boot.service >/dev/null || true
+fi
+exit 0
+EOF
+  cat > "$r/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = purge ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper purge standin-mlxconfig-boot.service >/dev/null || true
+fi
+exit 0
+EOF
+  finish_pkg "$r" "$dest" "Depends: python3" \
+    "mstflint ($real): mstconfig, reading and setting fake ConnectX cards' NV configuration"
 
   local deps="mlnx-ofed-kernel-dkms (= $kver), mlnx-ofed-kernel-utils (= $kver)"
   local metas
