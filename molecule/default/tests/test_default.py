@@ -71,3 +71,19 @@ def test_acs_boot_unit_only_where_a_bridge_needs_it(host):
     listed = [line.split()[0] for line in conf.splitlines() if line and not line.startswith(("#", "force="))]
     assert set(listed) <= set(_plx_bridges(host))
     assert "force=no" in conf.splitlines()
+
+
+def test_nic_config_left_the_profile_values_on_the_fake_card(host):
+    """prepare.yml installed the stand-in repository's mstflint (its postinst enables the boot unit
+    that loads Next Boot as Current) and added a fake ConnectX-7; converge's nic_config set the
+    gpudirect profile for the card's next boot (nic_config_reset.yml checks the reset itself)."""
+    if host.system_info.type == "linux" and host.exists("dpkg"):
+        assert host.package("mstflint").is_installed
+    assert host.file("/usr/bin/mstconfig").is_file
+    assert host.run("systemctl is-enabled standin-mlxconfig-boot.service").stdout.strip() == "enabled"
+    params = json.loads(host.file("/var/lib/standin-mlxconfig/0000:17:00.0.json").content_string)["params"]
+    assert params["ADVANCED_PCI_SETTINGS"]["next_boot"] == 1
+    assert params["PCI_WR_ORDERING"]["next_boot"] == 1
+    assert params["ATS_ENABLED"]["next_boot"] == 0
+    out = host.run("mstconfig -d 0000:17:00.0 -e query ADVANCED_PCI_SETTINGS")
+    assert out.rc == 0 and "ADVANCED_PCI_SETTINGS" in out.stdout
