@@ -51,6 +51,8 @@ RUN_BOOKKEEPING = ("var/lib/gpudirect/run.lock", "var/lib/gpudirect/left-drained
 CONFIG_FILES = (
     "etc/apt/sources.list", "etc/default/grub", "etc/security/limits.conf",
     "etc/systemd/system.conf", "etc/systemd/user.conf", "etc/os-release",
+    # the trial entry of a kernel command line booted once, not yet promoted (gpudirect_reboot)
+    "etc/grub.d/42_gpudirect_trial",
 )
 # Package databases: any install, removal, upgrade or hold changes them.
 PACKAGE_DBS = ("var/lib/dpkg/status", "var/lib/rpm")
