@@ -74,15 +74,6 @@ extends_documentation_fragment:
 """
 
 EXAMPLES = r"""
-- name: Plan the IOMMU arguments
-  gpudirect_kernel_args:
-    method: grub_dropin
-    owner: host_prereqs
-    args: [iommu=pt]
-    dropin: /etc/default/grub.d/90-gpudirect-iommu.cfg
-    tool: /usr/sbin/update-grub
-  register: plan
-
 - name: Plan the IOMMU arguments, to be booted once before they become the default
   gpudirect_kernel_args:
     method: grub_dropin
@@ -90,6 +81,7 @@ EXAMPLES = r"""
     args: [iommu=pt]
     dropin: /etc/default/grub.d/90-gpudirect-iommu.cfg
     tool: /usr/sbin/update-grub
+    # without it, plan.regenerate and plan.dropin_content say how to make them the default at once
     boot_once: true
   register: plan
 
