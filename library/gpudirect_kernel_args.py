@@ -187,6 +187,12 @@ next_entry:
   description: GRUB's one-shot C(next_entry) in grubenv (set by C(grub-reboot)), null when none.
   returned: always
   type: str
+unavailable:
+  description:
+    - With O(boot_once), why the change cannot be booted once (no default GRUB entry to copy); it is then made the
+      default at once, with a warning. Empty otherwise.
+  returned: always
+  type: str
 trial_entry:
   description: grub.cfg holds an entry with the id C(gpudirect-trial).
   returned: always
@@ -258,20 +264,17 @@ def main():
     if method == "cmdline":
         plan["reboot"] = False
         plan["changes"] = []
-    once = {"trial": None, "trial_args": [], "deferred": False}
+    once = {"trial": None, "trial_args": [], "deferred": False, "unavailable": ""}
     if p["boot_once"] and method == "grub_dropin" and plan["applicable"]:
         plan["dropin_changed"] = dropin_changed and bool(p["args"] or dropin_text is not None)
         pending = [dict(args=e.get("args") or [], owned_before=e.get("owned_before") or []) for e in p["pending"]]
-        try:
-            once = trial_plan(plan, grub, pending + [dict(args=p["args"], owned_before=owned_before)],
-                              [p["owner"]])
-        except ValueError as e:
-            module.fail_json(msg="%s: the new kernel arguments %s cannot be booted once before they become the "
-                                 "default: %s. Fix the boot configuration (update-grub), or set "
-                                 "gpudirect_reboot_boot_once: false to write them as the default at once."
-                                 % (p["owner"], " ".join(p["args"]) or "(removal)", e))
+        once = trial_plan(plan, grub, pending + [dict(args=p["args"], owned_before=owned_before)], [p["owner"]])
         plan.pop("dropin_changed")
-        if once["trial"]:
+        if once["unavailable"]:
+            warnings.append("%s: %s is not booted once before it becomes the default: %s; the drop-in and "
+                            "update-grub make it the default at once (gpudirect_reboot_boot_once)"
+                            % (p["owner"], " ".join(p["args"]) or "the removal", once["unavailable"]))
+        elif once["trial"]:
             plan["changes"] = [c for c in plan["changes"] if not c.startswith("regenerate grub.cfg")] + [
                 "boot once into a copy of the default entry with %s (grub-reboot %s); the drop-in and "
                 "update-grub make it the default only after the node verified on it"

@@ -567,12 +567,15 @@ def trial_plan(plan, boot, edits, owners):
     """Boot once or promote, for one owner on GRUB (``plan`` from
     :func:`kernel_args_plan`, ``boot`` from :func:`grub_default_entry` read without
     the trial's next_entry, ``edits``: every pending owner's ``{"args",
-    "owned_before"}`` of this run, this one last). Returns ``{"trial": script or
-    None, "trial_args", "deferred"}``: ``trial`` when the running kernel lacks the
-    change and the default does not carry it yet (boot it once first); ``deferred``
-    when the running kernel already carries it but the default does not (written
-    after verification). Raises ValueError when the default entry cannot be copied."""
-    out = {"trial": None, "trial_args": [], "deferred": False}
+    "owned_before"}`` of this run, this one last).
+
+    Returns ``{"trial": script or None, "trial_args", "deferred", "unavailable"}``:
+    ``trial`` when the running kernel lacks the change and the default does not carry
+    it yet (boot it once first); ``deferred`` when the running kernel already carries
+    it but the default does not (written after verification); ``unavailable``: why no
+    trial entry can be made (no default entry to copy: the change then becomes the
+    default at once, as without boot_once), "" otherwise."""
+    out = {"trial": None, "trial_args": [], "deferred": False, "unavailable": ""}
     needs_write = plan["regenerate"] or plan.get("dropin_changed", False)
     if not needs_write:
         return out
@@ -580,12 +583,15 @@ def trial_plan(plan, boot, edits, owners):
         out["deferred"] = True
         return out
     if boot is None or not boot.get("image"):
-        raise ValueError("the default GRUB entry cannot be read (no grub.cfg, or an entry that loads no Linux "
-                         "kernel), so it cannot be copied into a trial entry")
-    out["trial_args"] = edit_args(boot["args"], edits)
-    out["trial"] = render_trial_script(boot, out["trial_args"], owners)
-    if out["trial"] is None:
-        raise ValueError("the default GRUB entry %s has no linux line to copy" % boot.get("title"))
+        out["unavailable"] = ("the default GRUB entry cannot be read (no /boot/grub/grub.cfg yet, or a default entry "
+                              "that loads no Linux kernel), so there is no proven entry to copy")
+        return out
+    trial_args = edit_args(boot["args"], edits)
+    script = render_trial_script(boot, trial_args, owners)
+    if script is None:
+        out["unavailable"] = "the default GRUB entry %s has no linux line to copy" % boot.get("title")
+        return out
+    out["trial"], out["trial_args"] = script, trial_args
     return out
 
 
