@@ -266,21 +266,19 @@ def main():
         plan["changes"] = []
     once = {"trial": None, "trial_args": [], "deferred": False, "unavailable": ""}
     if p["boot_once"] and method == "grub_dropin" and plan["applicable"]:
-        plan["dropin_changed"] = dropin_changed and bool(p["args"] or dropin_text is not None)
         pending = [dict(args=e.get("args") or [], owned_before=e.get("owned_before") or []) for e in p["pending"]]
-        once = trial_plan(plan, grub, pending + [dict(args=p["args"], owned_before=owned_before)], [p["owner"]])
-        plan.pop("dropin_changed")
+        once = trial_plan(plan, grub, pending + [dict(args=p["args"], owned_before=owned_before)], [p["owner"]],
+                          dropin_changed)
         if once["unavailable"]:
             warnings.append("%s: %s is not booted once before it becomes the default: %s; the drop-in and "
                             "update-grub make it the default at once (gpudirect_reboot_boot_once)"
                             % (p["owner"], " ".join(p["args"]) or "the removal", once["unavailable"]))
-        elif once["trial"]:
+        elif once["trial"] or once["deferred"]:
+            # the drop-in and update-grub wait for verification: say that instead of "regenerate"
             plan["changes"] = [c for c in plan["changes"] if not c.startswith("regenerate grub.cfg")] + [
                 "boot once into a copy of the default entry with %s (grub-reboot %s); the drop-in and "
                 "update-grub make it the default only after the node verified on it"
-                % (" ".join(once["trial_args"]), TRIAL_ID)]
-        elif once["deferred"]:
-            plan["changes"] = [c for c in plan["changes"] if not c.startswith("regenerate grub.cfg")] + [
+                % (" ".join(once["trial_args"]), TRIAL_ID) if once["trial"] else
                 "the running kernel carries the arguments: the drop-in and update-grub make them the default "
                 "after the node verified"]
     for warning in warnings:

@@ -563,11 +563,12 @@ def render_trial_script(entry, args, owners):
     return "\n".join(header + entry_lines) + "\n"
 
 
-def trial_plan(plan, boot, edits, owners):
+def trial_plan(plan, boot, edits, owners, dropin_changed):
     """Boot once or promote, for one owner on GRUB (``plan`` from
     :func:`kernel_args_plan`, ``boot`` from :func:`grub_default_entry` read without
     the trial's next_entry, ``edits``: every pending owner's ``{"args",
-    "owned_before"}`` of this run, this one last).
+    "owned_before"}`` of this run, this one last; ``dropin_changed``: the owner's
+    drop-in differs from what its arguments need).
 
     Returns ``{"trial": script or None, "trial_args", "deferred", "unavailable"}``:
     ``trial`` when the running kernel lacks the change and the default does not carry
@@ -576,7 +577,7 @@ def trial_plan(plan, boot, edits, owners):
     trial entry can be made (no default entry to copy: the change then becomes the
     default at once, as without boot_once), "" otherwise."""
     out = {"trial": None, "trial_args": [], "deferred": False, "unavailable": ""}
-    needs_write = plan["regenerate"] or plan.get("dropin_changed", False)
+    needs_write = plan["regenerate"] or dropin_changed
     if not needs_write:
         return out
     if not plan["reboot"]:
