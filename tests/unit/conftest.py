@@ -69,12 +69,20 @@ def run_module(monkeypatch, capsys):
 
     ``run_module(module, {"opt": 1}, check_mode=True)``.
     """
-    from ansible.module_utils import basic
+    from ansible.module_utils import _internal, basic
+    from ansible.module_utils.common import warnings
 
     def run(module, args, check_mode=False):
         module_args = dict(args)
         if check_mode:
             module_args["_ansible_check_mode"] = True
+        # A module runs on the target: its warnings go into its result. A test in the same worker
+        # that imported Ansible's controller code (tests/unit/test_left_behind_callback.py) turns
+        # is_controller on, and module.warn() would print to the controller's display instead,
+        # leaving the result without "warnings". Each run also starts with no warnings of its own.
+        monkeypatch.setattr(_internal, "is_controller", False)
+        monkeypatch.setattr(warnings, "_global_warnings", {})
+        monkeypatch.setattr(warnings, "_global_deprecations", {})
         monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode())
         monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
         with pytest.raises(SystemExit):
