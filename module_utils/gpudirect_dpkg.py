@@ -3,13 +3,16 @@
 with different rules before).
 
 ``DPKG_QUERY_FORMAT``
-    ``${Package} ${Version} ${db:Status-Abbrev}\\n``: what the modules ask for.
-``dpkg_query_argv(names, binary="dpkg-query")``
+    ``${Package} ${Version} ${db:Status-Abbrev}\\n``: what the modules and roles ask for.
+``DPKG_QUERY_FORMAT_ARCH``
+    The same with `` ${Architecture}`` last (``FIELDS_ARCH``): where a package name can be
+    installed for several architectures (roles/os_release_pin's kernel packages).
+``dpkg_query_argv(names, binary="dpkg-query", arch=False)``
     ``dpkg-query -W -f=<DPKG_QUERY_FORMAT> NAMES...`` as a list (no shell).
 ``parse_dpkg_query(text, fields=FIELDS, strict=False)``
     One record a package line: ``{"package", "version", "status", "installed", "held"}``.
-    ``fields`` names the order the format printed them in (the roles' own queries put the
-    status first: ``${db:Status-Abbrev} ${Package} ${Version}``).
+    ``fields`` names the order the format printed them in (a capture taken with the status
+    first: ``("status", "package", "version")``); with ``"arch"`` among them the records carry it.
 ``installed_and_held(text, fields=FIELDS, strict=False)``
     ``({installed package: version}, [held packages])``.
 
@@ -21,7 +24,7 @@ state is ``i`` (``ii``, ``hi``; not ``rc``), held when its wanted action is ``h`
 
 dpkg prints an empty version for a package it knows but has not installed (``foo  un``), so a
 line may have one field fewer than ``fields``: then the version is the one missing. A line with
-another number of fields, a status that is not two or three letters, or an installed package
+another number of fields, a status that is not two or three of those letters, or an installed package
 without a version is not a package line: ``strict`` raises ``DpkgQueryError`` naming it,
 otherwise it is skipped (the modules pass dpkg's stdout as it came, rc 1 included).
 """
@@ -32,15 +35,21 @@ __metaclass__ = type
 
 DPKG_QUERY_FORMAT = "${Package} ${Version} ${db:Status-Abbrev}\n"
 FIELDS = ("package", "version", "status")
+DPKG_QUERY_FORMAT_ARCH = "${Package} ${Version} ${db:Status-Abbrev} ${Architecture}\n"
+FIELDS_ARCH = FIELDS + ("arch",)
+# dpkg-query(1), ${db:Status-Abbrev}: the wanted action, the current state, the error flag
+WANTED = "uirph"
+CURRENT = "ncHUFWti"
 
 
 class DpkgQueryError(ValueError):
     """A line that is not what the query prints: the message names the line."""
 
 
-def dpkg_query_argv(names, binary="dpkg-query"):
-    """``[binary, "-W", "-f=<DPKG_QUERY_FORMAT>", *names]``: the query ``parse_dpkg_query`` reads."""
-    return [binary, "-W", "-f=" + DPKG_QUERY_FORMAT] + list(names)
+def dpkg_query_argv(names, binary="dpkg-query", arch=False):
+    """``[binary, "-W", "-f=<DPKG_QUERY_FORMAT>", *names]``: the query ``parse_dpkg_query`` reads
+    (with ``FIELDS_ARCH`` when ``arch``)."""
+    return [binary, "-W", "-f=" + (DPKG_QUERY_FORMAT_ARCH if arch else DPKG_QUERY_FORMAT)] + list(names)
 
 
 def _record(words, fields):
@@ -52,20 +61,23 @@ def _record(words, fields):
     else:
         return None
     status = values["status"]
-    if len(status) not in (2, 3):
+    if len(status) not in (2, 3) or status[0] not in WANTED or status[1] not in CURRENT or status[2:] not in ("", "R"):
         return None
     installed = status[1] == "i"
     if installed and not values["version"]:
         return None
-    return {"package": values["package"], "version": values["version"], "status": status,
-            "installed": installed, "held": status[0] == "h"}
+    record = {"package": values["package"], "version": values["version"], "status": status,
+              "installed": installed, "held": status[0] == "h"}
+    if "arch" in values:
+        record["arch"] = values["arch"]
+    return record
 
 
 def parse_dpkg_query(text, fields=FIELDS, strict=False):
     """The package lines of dpkg-query's output, in order, as records (see the module's text)."""
     fields = tuple(fields)
-    if sorted(fields) != sorted(FIELDS):
-        raise DpkgQueryError("fields %r: expected an order of %s" % (fields, ", ".join(FIELDS)))
+    if sorted(fields) not in (sorted(FIELDS), sorted(FIELDS_ARCH)):
+        raise DpkgQueryError("fields %r: expected an order of %s, and optionally arch" % (fields, ", ".join(FIELDS)))
     records = []
     for number, line in enumerate(str(text or "").splitlines(), start=1):
         if not line.strip():

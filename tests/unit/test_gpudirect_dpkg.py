@@ -2,9 +2,15 @@
 outcome 4), used by mlnx_ofed_plan/gpudirect_ofed, gpudirect_nvidia_plan, gpudirect_peermem and
 gpudirect_loopback_packages (the gpudirect_verify role's missing-packages filter)."""
 
+import os
+
 import pytest
 
+from ansible.errors import AnsibleFilterError
 from ansible.module_utils import gpudirect_dpkg as dpkg
+
+import gpudirect_dpkg
+from conftest import PROJECT_FIXTURES
 
 # -f='${Package} ${Version} ${db:Status-Abbrev}\n': dpkg prints the error flag as a blank
 # and an empty version for a package it knows but has not installed
@@ -49,6 +55,8 @@ def test_status_first_order_of_the_roles_own_query():
     "dpkg-query: no packages found matching nvidia-dkms-*",   # too many fields
     "nvidia-open",                                            # one field
     "nvidia-open 580.95.05-0ubuntu1 iiii",                    # a status that is not 2-3 letters
+    "nvidia-open 580.95.05-0ubuntu1 gcc",                     # letters dpkg-query(1) does not print
+    "ii  nvidia-open 580.95.05-0ubuntu1",                     # status first, read in the modules' order
     "nvidia-open ii",                                         # installed without a version
     "nvidia-open 580.95.05-0ubuntu1 ii extra",
 ])
@@ -67,3 +75,41 @@ def test_bytes_that_were_not_utf8_do_not_break_a_line():
 def test_fields_must_name_package_version_and_status():
     with pytest.raises(dpkg.DpkgQueryError, match="fields"):
         dpkg.parse_dpkg_query("", ("package", "status"))
+
+
+def _fixture(name):
+    with open(os.path.join(PROJECT_FIXTURES, "dpkg", name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def test_architecture_last_on_a_real_debian_node():
+    """tests/fixtures/dpkg/bookworm-arch.txt: the query gpudirect_dpkg_query_argv(arch=true) runs
+    (tests/fixtures/dpkg/README.md); an unmatched pattern leaves stdout as it is (rc 1)."""
+    assert gpudirect_dpkg.gpudirect_dpkg_query_argv(["libc6"], arch=True)[2] == "-f=" + dpkg.DPKG_QUERY_FORMAT_ARCH
+    records = dpkg.parse_dpkg_query(_fixture("bookworm-arch.txt"), dpkg.FIELDS_ARCH, strict=True)
+    assert [(r["package"], r["version"], r["arch"], r["installed"]) for r in records] == [
+        ("bash", "5.2.15-2+b8", "amd64", True), ("libc6", "2.36-9+deb12u14", "amd64", True),
+        ("libgcc-s1", "12.2.0-14+deb12u1", "amd64", True), ("podman", "4.3.1+ds1-8+deb12u1+b3", "amd64", True)]
+    # read without the architecture, the same lines are not package lines: named, not misread
+    with pytest.raises(dpkg.DpkgQueryError, match="line 1 of dpkg-query"):
+        dpkg.parse_dpkg_query(_fixture("bookworm-arch.txt"), strict=True)
+
+
+def test_installed_filter_gives_package_facts_shape():
+    text = _fixture("bookworm-arch.txt") + "linux-image-6.1.0-40-amd64 6.1.153-1 rc  amd64\nlibc6 2.36-9+deb12u14 ii  i386\n" \
+        "linux-headers-amd64  un  amd64\n"
+    installed = gpudirect_dpkg.gpudirect_dpkg_installed(text, arch=True)
+    assert installed["libc6"] == [{"version": "2.36-9+deb12u14", "arch": "amd64"},
+                                  {"version": "2.36-9+deb12u14", "arch": "i386"}]
+    assert "linux-image-6.1.0-40-amd64" not in installed and "linux-headers-amd64" not in installed
+    assert gpudirect_dpkg.gpudirect_dpkg_installed(OUTPUT) == {
+        "nvidia-open": [{"version": "580.95.05-0ubuntu1", "arch": ""}],
+        "nvidia-kernel-open-dkms": [{"version": "580.95.05-0ubuntu1", "arch": ""}]}
+    assert gpudirect_dpkg.gpudirect_dpkg_installed("") == {}
+
+
+def test_installed_filter_names_what_it_cannot_read():
+    with pytest.raises(AnsibleFilterError, match=r"gpudirect_dpkg_installed: line 1 of dpkg-query .*arch=true"):
+        gpudirect_dpkg.gpudirect_dpkg_installed("ii  gcc 4:12.2.0-3\n", arch=True)
+    with pytest.raises(AnsibleFilterError, match="line 2 of dpkg-query"):
+        gpudirect_dpkg.gpudirect_dpkg_installed("gcc 1 ii \ndpkg-query: no packages found matching x\n")

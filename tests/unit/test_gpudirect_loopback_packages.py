@@ -9,10 +9,15 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils import gpudirect_loopback_packages as packages
 
+import gpudirect_dpkg
 import gpudirect_verify
 from conftest import PROJECT_FIXTURES
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "gpudirect_verify")
+
+
+# the order the capture below was taken in
+CAPTURE_FIELDS = ("status", "package", "version")
 
 
 def _vendor_dpkg():
@@ -26,15 +31,22 @@ def _vendor_dpkg():
 
 def test_the_nodes_dpkg_output():
     text = _vendor_dpkg()
-    installed = packages.installed_packages(text, "dpkg")
+    installed = packages.installed_packages(text, "dpkg", CAPTURE_FIELDS)
     assert {"libibverbs-dev", "libibverbs1", "ibverbs-providers"} <= installed
     assert "libnccl2" in installed          # "hi": held, and installed
-    assert packages.missing_packages(text, ["gcc", "libc6-dev", "libibverbs-dev"], "dpkg") == ["gcc", "libc6-dev"]
+    assert packages.missing_packages(text, ["gcc", "libc6-dev", "libibverbs-dev"], "dpkg", CAPTURE_FIELDS) == [
+        "gcc", "libc6-dev"]
+    # the same lines in the order the role asks for (gpudirect_dpkg_query_argv) read the same
+    reordered = "".join("%s %s %s\n" % (w[1], w[2] if len(w) > 2 else "", w[0])
+                        for w in (line.split() for line in text.splitlines() if line.strip()))
+    assert packages.installed_packages(reordered, "dpkg") == installed
+    with pytest.raises(packages.PackageQueryError, match="line 1 of dpkg-query"):
+        packages.installed_packages(text, "dpkg")   # status-first lines read in the role's order
 
 
 def test_dpkg_states_that_are_not_installed():
     # dpkg-query(1): db:Status-Abbrev is desired action, package status, error flag
-    text = "rc  gcc 4:13.2.0-7ubuntu1\nun  libc6-dev \nii  libibverbs-dev 50.0-2ubuntu0.2\niU  cpp 4:13.2.0\n"
+    text = "gcc 4:13.2.0-7ubuntu1 rc \nlibc6-dev  un \nlibibverbs-dev 50.0-2ubuntu0.2 ii \ncpp 4:13.2.0 iU \n"
     assert packages.missing_packages(text, ["gcc", "libc6-dev", "libibverbs-dev", "cpp"], "dpkg") == [
         "gcc", "libc6-dev", "cpp"]
 
@@ -47,7 +59,7 @@ def test_rpm_names():
 
 def test_output_that_is_not_the_query_is_refused():
     with pytest.raises(packages.PackageQueryError, match="line 2 of dpkg-query"):
-        packages.installed_packages("ii  gcc 1\ndpkg-query: error: something\n", "dpkg")
+        packages.installed_packages("gcc 1 ii \ndpkg-query: error: something\n", "dpkg")
     with pytest.raises(packages.PackageQueryError, match="unknown package manager 'apt'"):
         packages.installed_packages("", "apt")
     with pytest.raises(AnsibleFilterError, match="gpudirect_verify_missing_packages: line 1"):
@@ -57,7 +69,9 @@ def test_output_that_is_not_the_query_is_refused():
 def test_the_role_asks_each_manager_in_the_parsed_format():
     with open(os.path.join(ROLE, "vars", "main.yml")) as handle:
         query = yaml.safe_load(handle)["__gpudirect_verify_package_query"]
-    assert query["dpkg"] == ["dpkg-query", "--show", "--showformat=${db:Status-Abbrev} ${Package} ${Version}\n"]
+    assert query["dpkg"] == "{{ [] | gpudirect_dpkg_query_argv }}"
+    assert gpudirect_dpkg.gpudirect_dpkg_query_argv([]) == ["dpkg-query", "-W",
+                                                            "-f=${Package} ${Version} ${db:Status-Abbrev}\n"]
     assert query["rpm"] == ["rpm", "-qa", "--queryformat", "%{NAME}\n"]
     for family, manager in (("Debian", "dpkg"), ("RedHat", "rpm")):
         with open(os.path.join(ROLE, "vars", family + ".yml")) as handle:

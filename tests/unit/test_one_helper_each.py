@@ -216,3 +216,42 @@ def test_each_helper_has_one_home(family):
 def test_a_reintroduced_copy_is_found(family, copy):
     """The guard itself: a copy written into a module is reported."""
     assert _copies(family, [("library/a_new_module.py", copy)]) != []
+
+
+# The roles run dpkg-query themselves where a module would be too much (a package list for a
+# set_fact): they ask filter_plugins/gpudirect_dpkg.py for the argv and the records, so the
+# format is spelled in gpudirect_dpkg.py alone.
+_YAML_DPKG = re.compile(r"\$\{(db:Status[^}]*|Status|Package|binary:Package|Version|Architecture)\}|--showformat|"
+                        r"\bdpkg-query\b[\"']?\s*,|\[\s*[\"']?dpkg-query\b")
+
+
+def yaml_dpkg_copies(rel, text):
+    """A dpkg-query command line or format spelled in role or playbook YAML (comments aside)."""
+    return ["%s:%d: %s" % (rel, number, line.strip()) for number, line in enumerate(text.splitlines(), start=1)
+            if not line.lstrip().startswith("#") and _YAML_DPKG.search(line.split(" #", 1)[0])]
+
+
+def _yaml_sources():
+    for folder in ("roles", "playbooks"):
+        for base, _dirs, files in os.walk(os.path.join(ROOT, folder)):
+            for name in sorted(files):
+                if name.endswith((".yml", ".yaml", ".j2")):
+                    path = os.path.join(base, name)
+                    with open(path, encoding="utf-8") as handle:
+                        yield os.path.relpath(path, ROOT), handle.read()
+
+
+def test_roles_ask_the_dpkg_filters_for_the_query():
+    copies = [c for rel, text in _yaml_sources() for c in yaml_dpkg_copies(rel, text)]
+    assert copies == [], "use gpudirect_dpkg_query_argv / gpudirect_dpkg_installed instead of: %s" % copies
+
+
+@pytest.mark.parametrize("line", [
+    "    argv: [dpkg-query, -W, \"-f=${Package} ${Version}\\n\", nvidia-smi]",
+    "    argv: [dpkg-query, --show, '--showformat=${db:Status-Abbrev} ${Package}\\n']",
+    "  dpkg: [\"dpkg-query\", \"-W\"]",
+    "      - dpkg-query\n      - -W\n      - -f=${binary:Package}\n",
+])
+def test_a_dpkg_query_spelled_in_yaml_is_found(line):
+    assert yaml_dpkg_copies("roles/x/tasks/main.yml", "---\n- name: x\n" + line + "\n") != []
+    assert yaml_dpkg_copies("roles/x/tasks/main.yml", "# dpkg-query -W -f='${Package}'\n") == []

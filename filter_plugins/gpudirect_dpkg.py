@@ -1,0 +1,45 @@
+"""Ansible filters of the roles that read dpkg's package database themselves: the query to run
+and its records, both from module_utils/gpudirect_dpkg.py, the one place that knows the format
+(the modules use it directly). This file loads it by path, as Ansible loads filters.
+
+``gpudirect_dpkg_query_argv(names, arch=false)``
+    The ``dpkg-query -W -f=...`` argv for ``ansible.builtin.command``'s ``argv``.
+``gpudirect_dpkg_installed(stdout, arch=false)``
+    ``{package: [{version, arch}]}`` of the installed packages, the shape of
+    ``ansible.builtin.package_facts``; a line that is not a package line fails, named.
+"""
+
+import os
+
+from ansible.errors import AnsibleFilterError
+import ansible.module_utils
+
+_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MODULE_UTILS)
+
+from ansible.module_utils import gpudirect_dpkg as _dpkg  # noqa: E402
+
+
+def gpudirect_dpkg_query_argv(names=None, arch=False):
+    return _dpkg.dpkg_query_argv([str(n) for n in names or []], arch=bool(arch))
+
+
+def gpudirect_dpkg_installed(stdout, arch=False):
+    try:
+        records = _dpkg.parse_dpkg_query(stdout, _dpkg.FIELDS_ARCH if arch else _dpkg.FIELDS, strict=True)
+    except _dpkg.DpkgQueryError as exc:
+        raise AnsibleFilterError("gpudirect_dpkg_installed: %s (the output of gpudirect_dpkg_query_argv%s?)"
+                                 % (exc, "(arch=true)" if arch else ""))
+    installed = {}
+    for record in records:
+        if record["installed"]:
+            installed.setdefault(record["package"], []).append(
+                {"version": record["version"], "arch": record.get("arch", "")})
+    return installed
+
+
+class FilterModule:
+    def filters(self):
+        return {"gpudirect_dpkg_query_argv": gpudirect_dpkg_query_argv,
+                "gpudirect_dpkg_installed": gpudirect_dpkg_installed}
