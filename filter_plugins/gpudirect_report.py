@@ -188,13 +188,15 @@ def _fmt_nvlink(gpu, nvlink):
     return text
 
 
-def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reasons=None, signing_configured=None):
+def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reasons=None, signing_configured=None,
+                               nic_config=None):
     """Render the facts as a list of lines: one readable table per host.
 
     Every line describes the running system (loaded modules, booted command line,
     live ACS registers). ``reboot_reasons`` (``gpudirect_reboot_reasons``: reboots
     this run asked for and did not get) adds a line saying so, and the lines a
-    reboot changes are marked as read before it.
+    reboot changes are marked as read before it. ``nic_config`` (the ``nic_config_plan`` fact)
+    adds the NIC firmware section (:func:`gpudirect_nic_firmware_lines`); None leaves it out.
     """
     facts = facts or {}
     run_reasons = _reasons(reboot_reasons)
@@ -257,6 +259,9 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
         lines.append("    %s Mellanox %s:%s NO DRIVER BOUND" % (fn.get("address"), fn.get("vendor_id"),
                                                                 fn.get("device_id")))
 
+    if nic_config is not None:
+        lines.extend(gpudirect_nic_firmware_lines(facts, nic_config, "  "))
+
     pairs = facts.get("pairs") or []
     if pairs:
         lines.append("  GPU/NIC pairs (distance as in nvidia-smi topo -m)")
@@ -282,6 +287,213 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
     return lines
 
 
+# --------------------------------------------------------------------------------------------
+# NIC firmware (issue #32): the nic_config plan (library/gpudirect_nic_config.py, registered by
+# roles/nic_config/tasks/plan.yml as nic_config_plan) beside the firmware version in the facts
+# (rdma_devices[].fw_ver, read from /sys/class/infiniband/<dev>/fw_ver). No query of its own.
+# --------------------------------------------------------------------------------------------
+
+# the module's per-card list (library/gpudirect_nic_config.py card_report) -> the parameter's state
+_NIC_PARAM_STATES = (
+    ("in_place", "in_place"),
+    ("to_set", "to_set"),
+    ("pending", "pending"),
+    ("unsupported", "not_exposed"),
+    ("deferred", "deferred"),
+    ("skipped", "skipped"),
+)
+_NIC_MARKERS = {
+    "in_place": "ok",
+    "to_set": "DIFFERS from the knobs: next boot is not the wanted value (nic_config sets it; a firmware reset "
+              "loads it)",
+    "pending": "DIFFERS from the knobs: running value; next boot already holds the wanted value (waits for a "
+               "firmware reset or reboot)",
+    "not_exposed": "NOT EXPOSED by this card (reported, not failed; left alone)",
+    "deferred": "HIDDEN by the firmware until ADVANCED_PCI_SETTINGS=1 is in effect (set by the run after the reset)",
+    "skipped": "SKIPPED",
+}
+_SOFTWARE_RDMA_DRIVERS = ("rdma_rxe", "siw")
+_NIC_PLAN_KEYS = ("wanted", "devices")
+
+
+def _card_key(pci):
+    """'0000:17:00.1' -> '0000:17:00' (the card: bus and device; its functions share the NV config)."""
+    return pci.rsplit(".", 1)[0] if isinstance(pci, str) and "." in pci else pci
+
+
+def _nic_status(nic_config):
+    """(status, reason) of the firmware configuration read as a whole."""
+    if nic_config is None:
+        return ("not_read", "the nic_config plan (roles/nic_config/tasks/plan.yml) did not run on this host in this "
+                            "run (its stage was skipped or left out by tag): firmware configuration not read")
+    wanted = nic_config.get("wanted")
+    if isinstance(wanted, str):     # a plan record templated to text: "True" / "False"
+        wanted = wanted.strip().lower() in ("true", "yes", "1")
+    if not wanted:
+        return ("not_configured", "nic_config_profiles and nic_config_params are empty: no firmware value is wanted, "
+                                  "so the cards' configuration is not read")
+    if nic_config.get("tool_missing"):
+        return ("tool_missing", nic_config["tool_missing"])
+    if not nic_config.get("devices"):
+        return ("no_card", nic_config.get("skip_reason") or "nic_config found no ConnectX physical function to query")
+    return ("read", "")
+
+
+def _nic_param_rows(card, where):
+    rows = []
+    for key, state in _NIC_PARAM_STATES:
+        entries = card.get(key) or []
+        if not isinstance(entries, list):
+            raise AnsibleFilterError("gpudirect_nic_firmware: %s: %s must be a list of parameter rows, got %r"
+                                     % (where, key, entries))
+        for entry in entries:
+            if not isinstance(entry, dict) or not entry.get("param"):
+                raise AnsibleFilterError("gpudirect_nic_firmware: %s: a %s row without a param: %r"
+                                         % (where, key, entry))
+            marker = _NIC_MARKERS[state]
+            if state == "skipped" and entry.get("reason"):
+                marker = "SKIPPED: %s" % entry["reason"]
+            read = state in ("in_place", "to_set", "pending")
+            rows.append({
+                "param": entry["param"],
+                "state": state,
+                "differs": state in ("to_set", "pending"),
+                "wanted": entry.get("wanted"),
+                "current": entry.get("current") if read else None,
+                "next_boot": entry.get("next_boot") if read else None,
+                "source": entry.get("source"),
+                "marker": marker,
+            })
+    return sorted(rows, key=lambda r: r["param"])
+
+
+def gpudirect_nic_firmware(facts, nic_config=None):
+    """Per ConnectX card (and every other RDMA NIC of the facts): its firmware version and the
+    firmware configuration values nic_config manages, with the ones that differ from the knobs.
+
+    ``facts``: ``ansible_facts.gpudirect`` (``rdma_devices`` with ``pci_address`` and ``fw_ver``).
+    ``nic_config``: the ``nic_config_plan`` fact (``wanted``, ``devices``, ``tool_missing``, ...);
+    None when the plan did not run. Returns a list of cards, each ``pci``, ``rdma_devices``,
+    ``type``, ``part``, ``fw_ver`` (None when sysfs had none), ``status`` (``read``,
+    ``not_configured``, ``tool_missing``, ``no_card``, ``not_read``, ``not_queried``), ``reason``,
+    ``current_known``, ``params`` (``param``, ``state``, ``differs``, ``wanted``, ``current``,
+    ``next_boot``, ``source``, ``marker``), ``differs`` and ``not_exposed`` (parameter names)."""
+    if facts is not None and not isinstance(facts, dict):
+        raise AnsibleFilterError("gpudirect_nic_firmware: the input must be ansible_facts.gpudirect (a dict), got %s"
+                                 % type(facts).__name__)
+    facts = facts or {}
+    if nic_config is not None:
+        if not isinstance(nic_config, dict) or any(k not in nic_config for k in _NIC_PLAN_KEYS):
+            raise AnsibleFilterError("gpudirect_nic_firmware: nic_config must be the nic_config_plan fact (a dict with "
+                                     "wanted and devices, from roles/nic_config/tasks/plan.yml) or none, got %r"
+                                     % (nic_config,))
+        if not isinstance(nic_config["devices"], list):
+            raise AnsibleFilterError("gpudirect_nic_firmware: nic_config.devices must be a list, got %r"
+                                     % (nic_config["devices"],))
+    status, reason = _nic_status(nic_config)
+
+    # the RDMA devices of the facts, by card (a card's ports are functions of one bus/device)
+    by_card = {}
+    for dev in facts.get("rdma_devices") or []:
+        if dev.get("driver") in _SOFTWARE_RDMA_DRIVERS or not dev.get("pci_address"):
+            continue  # soft-RoCE / siw: no firmware of its own
+        by_card.setdefault(_card_key(dev["pci_address"]), []).append(dev)
+
+    cards = []
+    seen = set()
+    for index, card in enumerate((nic_config or {}).get("devices") or []):
+        where = "nic_config.devices[%d]" % index
+        if not isinstance(card, dict) or not isinstance(card.get("pci"), str):
+            raise AnsibleFilterError("gpudirect_nic_firmware: %s has no pci address: %r" % (where, card))
+        key = _card_key(card["pci"])
+        seen.add(key)
+        devs = sorted(by_card.get(key, []), key=lambda d: d.get("name") or "")
+        queried = "to_set" in card or "in_place" in card
+        card_status, card_reason = status, reason
+        if status == "read" and not queried:
+            card_status, card_reason = "not_queried", "nic_config returned no query of this card"
+        cards.append({
+            "pci": card["pci"],
+            "rdma_devices": [d.get("name") for d in devs],
+            "type": card.get("type"),
+            "part": card.get("part"),
+            "fw_ver": _one_fw_ver(devs),
+            "status": card_status,
+            "reason": card_reason,
+            "current_known": card.get("current_known") if queried else None,
+            "params": _nic_param_rows(card, where) if queried else [],
+        })
+    for key in sorted(k for k in by_card if k not in seen):
+        devs = sorted(by_card[key], key=lambda d: d.get("name") or "")
+        card_status, card_reason = status, reason
+        if status == "read":
+            card_status, card_reason = "not_queried", "not a ConnectX card nic_config queried (another vendor, or " \
+                                                      "left out by nic_config_devices)"
+        cards.append({
+            "pci": min(d["pci_address"] for d in devs),
+            "rdma_devices": [d.get("name") for d in devs],
+            "type": None,
+            "part": None,
+            "fw_ver": _one_fw_ver(devs),
+            "status": card_status,
+            "reason": card_reason,
+            "current_known": None,
+            "params": [],
+        })
+    for card in cards:
+        card["differs"] = [r["param"] for r in card["params"] if r["differs"]]
+        card["not_exposed"] = [r["param"] for r in card["params"] if r["state"] == "not_exposed"]
+    return sorted(cards, key=lambda c: c["pci"])
+
+
+def _one_fw_ver(devs):
+    versions = sorted(set(d.get("fw_ver") for d in devs if d.get("fw_ver")))
+    return ", ".join(versions) if versions else None
+
+
+def gpudirect_nic_firmware_lines(facts, nic_config=None, indent="  "):
+    """The result of :func:`gpudirect_nic_firmware` as readable lines: a title saying whether the
+    firmware configuration was read (and why not), then per card its firmware version and each
+    managed parameter with current, next boot, wanted and a marker."""
+    cards = gpudirect_nic_firmware(facts, nic_config)
+    status, reason = _nic_status(nic_config)
+    if status == "read":
+        differ = sum(len(c["differs"]) for c in cards)
+        if differ:
+            summary = "%d parameter(s) differ from the knobs" % differ
+        elif any(c["not_exposed"] for c in cards):
+            summary = "no exposed parameter differs from the knobs"
+        else:
+            summary = "every managed parameter as the knobs want"
+        title = "NIC firmware: configuration read by nic_config; " + summary
+    else:
+        title = "NIC firmware: configuration not read (%s): %s" % (status.replace("_", " "), reason)
+    lines = [indent + title]
+    if not cards:
+        lines.append(indent + "  no RDMA NIC with a PCI function in the facts")
+    for card in cards:
+        lines.append(indent + "  %s %s %s%s fw %s" % (
+            card["pci"], ",".join(card["rdma_devices"]) or "-", card["type"] or "",
+            (" " + card["part"]) if card["part"] else "",
+            card["fw_ver"] or "unknown (no fw_ver in /sys/class/infiniband)"))
+        if card["status"] != status:
+            lines.append(indent + "    configuration not read (%s): %s" % (card["status"].replace("_", " "),
+                                                                           card["reason"]))
+        if card["status"] == "read" and card["current_known"] is False:
+            lines.append(indent + "    the tool printed Next Boot only: a value waiting for a firmware reset cannot "
+                                  "be seen")
+        for row in card["params"]:
+            if row["state"] in ("in_place", "to_set", "pending"):
+                lines.append(indent + "    %-24s current %-12s next boot %-12s wanted %-8s %s" % (
+                    row["param"], row["current"] if row["current"] is not None else "?",
+                    row["next_boot"] if row["next_boot"] is not None else "?", row["wanted"], row["marker"]))
+            else:
+                lines.append(indent + "    %-24s %s%s" % (
+                    row["param"], ("wanted %s: " % row["wanted"]) if row["wanted"] is not None else "",
+                    row["marker"]))
+    return lines
+
+
 class FilterModule(object):
     """Reporting filters for GPUDirect RDMA facts."""
 
@@ -290,4 +502,6 @@ class FilterModule(object):
             "gpudirect_best_pair": gpudirect_best_pair,
             "gpudirect_findings": gpudirect_findings,
             "gpudirect_preflight_report": gpudirect_preflight_report,
+            "gpudirect_nic_firmware": gpudirect_nic_firmware,
+            "gpudirect_nic_firmware_lines": gpudirect_nic_firmware_lines,
         }
