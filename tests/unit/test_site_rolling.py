@@ -40,6 +40,15 @@ def _role(root, name, files):
         path.write_text("---\n" + textwrap.dedent(text))
 
 
+def _real_tasks(role, name, first, stop):
+    """A real task file of the project, from the task named ``first`` to the one named ``stop``."""
+    with open(os.path.join(ROOT, "roles", role, "tasks", name)) as handle:
+        text = handle.read()
+    assert "- name: %s\n" % first in text and "- name: %s\n" % stop in text, (role, name, first, stop)
+    body = text.split("- name: %s\n" % first, 1)[1].split("- name: %s\n" % stop, 1)[0]
+    return "- name: %s\n%s" % (first, body)
+
+
 def _project(tmp_path):
     root = tmp_path / "project"
     root.mkdir()
@@ -72,8 +81,16 @@ def _project(tmp_path):
             - name: And their roles
               ansible.builtin.set_fact:
                 gpudirect_state_skipped_roles: "{{ stub_skip_roles | default([]) }}"
+            - name: The inputs compared, which the record step needs (the real role's defaults)
+              ansible.builtin.set_fact:
+                gpudirect_state_inputs: {}
+                gpudirect_state_record_requires_verification: true
             """),
-        "record.yml": _log("record"),
+        # the real entry point's decision (verification passed, no reboot pending, no stage left
+        # out by the run's tags), with the record's write logged instead of made
+        "record.yml": _real_tasks("gpudirect_state", "record.yml", "Decide whether this run may write the record",
+                                  "Record the converged state for the next run's comparison")
+        + _log("record") + "  when: __gpudirect_state_no_record | length == 0\n",
         "forget.yml": _log("forget"),
     })
     _role(root, "gpudirect_preflight", {"main.yml": _log("preflight")})
