@@ -101,7 +101,10 @@ def test_set_then_reboot_request_then_converged_after_the_boot(node):
     done, result = node.play(wanted)
     assert done.returncode == 0, done.stdout
     assert " changed=1 " in done.stdout                                       # the set
-    assert result["plan"]["set"] == [CX7]
+    # the plan is read again after the set: the cards as the stage left them, for the reports
+    assert result["plan"]["set"] == [] and result["plan"]["changes"] == [
+        "0000:17:00.0 (ConnectX7): ATS_ENABLED=1, NUM_OF_VFS=8 already set for the next boot (running ATS_ENABLED "
+        "False(0), NUM_OF_VFS 0); waits for a firmware reset or reboot"]
     assert result["reasons"] == ["nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
                                  "0000:17:00.0 ATS_ENABLED=1, NUM_OF_VFS=8"]
     params = node.params()

@@ -244,7 +244,11 @@ PLAY = """---
         root: %(root)s
         nvidia_smi: false
         kernel_log: false
-    - name: The verify role's report tasks (they read the nic_config plan themselves)
+    - name: The nic_config plan, as the nic_config stage leaves it
+      ansible.builtin.include_role:
+        name: nic_config
+        tasks_from: plan
+    - name: The verify role's report tasks (they read nic_config_plan as the run left it)
       ansible.builtin.include_role:
         name: gpudirect_verify
         tasks_from: report
