@@ -27,14 +27,6 @@ def gpudirect_verify_crosscheck(perftest_results=None, setting="auto", min_ratio
         raise AnsibleFilterError("gpudirect_verify_crosscheck: %s" % exc)
 
 
-def gpudirect_verify_with_crosscheck(record, crosscheck):
-    """The verification record with its cross-checks merged in (see ``merge_into_record``)."""
-    try:
-        return _xc.merge_into_record(record, crosscheck)
-    except _xc.CrosscheckError as exc:
-        raise AnsibleFilterError("gpudirect_verify_with_crosscheck: %s" % exc)
-
-
 def gpudirect_verify_crosscheck_lines(crosscheck):
     """Readable lines of a cross-check record."""
     return _xc.crosscheck_lines(crosscheck)
@@ -46,6 +38,5 @@ class FilterModule(object):
     def filters(self):
         return {
             "gpudirect_verify_crosscheck": gpudirect_verify_crosscheck,
-            "gpudirect_verify_with_crosscheck": gpudirect_verify_with_crosscheck,
             "gpudirect_verify_crosscheck_lines": gpudirect_verify_crosscheck_lines,
         }

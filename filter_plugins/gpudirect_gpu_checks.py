@@ -13,11 +13,10 @@
 * ``gpudirect_in_service_check`` judges, read-only, a node in service whose data path
   the role leaves alone (``module_utils/gpudirect_in_service.py``): driver, an ACTIVE
   RDMA port, a peer-memory path.
-* ``gpudirect_verify_add_checks`` puts the checks in the verification record: each
-  one under ``checks`` and as a line of ``notes`` (which the Markdown report and the
-  fleet summary print); a failed check turns a passed host, or one in service whose
-  loopback was left out, into a failed one, with a diagnosis naming the check, so that
-  the role's last task fails the host.
+The verdict filter ``gpudirect_verify_verdict`` (filter_plugins/gpudirect_verify.py)
+puts the checks in the host's record: each one under ``checks`` and as a line of
+``notes``; a failed check turns a passed host, or one in service whose loopback was left
+out, into a failed one, with a diagnosis naming the check.
 
 A check that was not run (tools absent, DCGM not installed, level 0, check mode, where
 the command module runs nothing and says so) is
@@ -40,20 +39,6 @@ from ansible.module_utils import gpudirect_gdrcopy as _gdrcopy  # noqa: E402
 from ansible.module_utils import gpudirect_in_service as _in_service  # noqa: E402
 from ansible.module_utils import gpudirect_nvlink as _nvlink  # noqa: E402
 from ansible.module_utils import gpudirect_secure_boot as _secure_boot  # noqa: E402
-
-_FIX = {
-    "gdrcopy": ("gdrcopy_sanity failed on the node: check that gdrdrv is loaded (lsmod | grep gdrdrv, "
-                "/dev/gdrdrv) and built for the running kernel and driver (dkms status gdrdrv), then run "
-                "gdrcopy_sanity -v there; set gpudirect_verify_gdrcopy: false to leave GDRCopy out of the verdict"),
-    "dcgm": ("read the failing test's message in the report, or run the same 'dcgmi diag -r N' on the node; "
-             "set gpudirect_verify_dcgm_diag_level: 0 to leave DCGM out of the verdict"),
-    "module_signing": _secure_boot.SIGNING_FIX + "; set gpudirect_verify_signing: false to leave it out of the verdict",
-    "nvlink_fabric": _nvlink.FABRIC_FIX,
-    "in_service": ("read the node's facts in the report (playbooks/report.yml prints them): load the missing "
-                   "module or bring the port up, then drain the node and run playbooks/verify.yml with "
-                   "gpudirect_verify_scope: full for the loopback"),
-}
-
 
 def _run(registered):
     """A registered command result, or None when the task was skipped or absent."""
@@ -97,33 +82,6 @@ def gpudirect_dcgm_check(diag, level=None, missing=""):
     return _dcgm.judge(run, int(level) if level not in (None, "") else None, missing or None)
 
 
-def gpudirect_verify_add_checks(record, checks):
-    """The record with ``checks`` added; a failed check fails a passed host."""
-    if not isinstance(record, dict) or "status" not in record:
-        raise AnsibleFilterError("gpudirect_verify_add_checks expects a record from gpudirect_verify_record, "
-                                 "got %r" % (record,))
-    checks = [c for c in (checks or []) if c]
-    for check in checks:
-        if not isinstance(check, dict) or check.get("status") not in ("passed", "failed", "skipped"):
-            raise AnsibleFilterError("gpudirect_verify_add_checks: not a check: %r" % (check,))
-    out = dict(record)
-    out["checks"] = checks
-    out["notes"] = list(record.get("notes") or []) + [c["summary"] for c in checks if c.get("summary")]
-    failed = [c for c in checks if c["status"] == "failed"]
-    in_service = record["status"] == "skipped" and (record.get("diagnosis") or {}).get("code") == "in_service"
-    if failed and (record["status"] == "passed" or in_service):
-        first = failed[0]
-        out["status"] = "failed"
-        out["result"] = "FAILED"
-        out["diagnosis"] = {"code": "%s_failed" % first["name"],
-                            "message": "; ".join("%s: %s" % (c["name"], c.get("reason") or c.get("summary"))
-                                                 for c in failed)
-                            + (" (the node is in service: its data path was not exercised)" if in_service
-                               else " (the RDMA data path itself passed)"),
-                            "fix": _FIX.get(first["name"], ""), "related": []}
-    return out
-
-
 def gpudirect_fabric_check(facts):
     """The NVLink fabric check from the node's GPUDirect facts (``ansible_facts.gpudirect``)."""
     if not isinstance(facts, dict):
@@ -162,5 +120,4 @@ class FilterModule(object):
             "gpudirect_gdrcopy_check": gpudirect_gdrcopy_check,
             "gpudirect_dcgm_check": gpudirect_dcgm_check,
             "gpudirect_signing_check": gpudirect_signing_check,
-            "gpudirect_verify_add_checks": gpudirect_verify_add_checks,
         }

@@ -2,9 +2,16 @@
 
 Pure functions used by the ``gpudirect_verify`` role:
 
-* ``gpudirect_verify_record`` turns one registered module result (or a reason to
-  skip) into a flat record: status, pair, bytes compared, bandwidth, ratios,
-  diagnosis. This is what lands in ``<report_dir>/<host>.json``.
+* ``gpudirect_verify_verdict`` is the one judging step: from everything the run measured
+  on the host (the loopback results or a reason to skip, the topology notes, the
+  cross-checks, the ring edges between nodes, the GDRCopy/DCGM/signing/NVLink/in-service
+  checks) it builds the host's flat record, whose ``status`` is the verdict the role
+  publishes (``gpudirect_verify_status``) and fails the host on. This is what lands in
+  ``<report_dir>/<host>.json``. Its steps, in order, are the Python functions below:
+  ``gpudirect_verify_record`` (the loopback's pairs: status, pair, bytes compared,
+  bandwidth, ratios, diagnosis), ``merge_into_record`` (module_utils/gpudirect_crosscheck.py),
+  ``gpudirect_verify_fabric`` (the ring) and ``add_checks``; each may only make a passing
+  host fail, never the reverse.
 * ``gpudirect_verify_report_md`` renders one record as a Markdown page.
 * ``gpudirect_verify_fleet_table`` renders the records of every host as one
   fixed-width table (a list of lines) for the end of the run.
@@ -38,6 +45,9 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 from ansible.module_utils import gpudirect_coverage as _coverage  # noqa: E402
+from ansible.module_utils import gpudirect_crosscheck as _xc  # noqa: E402
+from ansible.module_utils import gpudirect_nvlink as _nvlink  # noqa: E402
+from ansible.module_utils import gpudirect_secure_boot as _secure_boot  # noqa: E402
 from ansible.module_utils import gpudirect_crosscheck as _crosscheck  # noqa: E402
 from ansible.module_utils import gpudirect_loopback_packages as _packages  # noqa: E402
 from ansible.module_utils import gpudirect_ring as _ring  # noqa: E402
@@ -628,12 +638,95 @@ def _fabric_fleet_lines(records):
     return lines
 
 
+# ---- The other checks (filter_plugins/gpudirect_gpu_checks.py judges each one) ----
+_CHECK_FIX = {
+    "gdrcopy": ("gdrcopy_sanity failed on the node: check that gdrdrv is loaded (lsmod | grep gdrdrv, "
+                "/dev/gdrdrv) and built for the running kernel and driver (dkms status gdrdrv), then run "
+                "gdrcopy_sanity -v there; set gpudirect_verify_gdrcopy: false to leave GDRCopy out of the verdict"),
+    "dcgm": ("read the failing test's message in the report, or run the same 'dcgmi diag -r N' on the node; "
+             "set gpudirect_verify_dcgm_diag_level: 0 to leave DCGM out of the verdict"),
+    "module_signing": _secure_boot.SIGNING_FIX + "; set gpudirect_verify_signing: false to leave it out of the verdict",
+    "nvlink_fabric": _nvlink.FABRIC_FIX,
+    "in_service": ("read the node's facts in the report (playbooks/report.yml prints them): load the missing "
+                   "module or bring the port up, then drain the node and run playbooks/verify.yml with "
+                   "gpudirect_verify_scope: full for the loopback"),
+}
+
+
+def add_checks(record, checks):
+    """The record with ``checks`` (each from a ``gpudirect_*_check`` filter, or None) under ``checks`` and
+    their summaries in ``notes``; a failed check fails a host that passed, or one in service whose
+    loopback was left out, with a diagnosis naming every failed check."""
+    if not isinstance(record, dict) or "status" not in record:
+        raise AnsibleFilterError("gpudirect_verify_verdict: the checks need a record with a status, got %r" % (record,))
+    checks = [c for c in (checks or []) if c]
+    for check in checks:
+        if not isinstance(check, dict) or check.get("status") not in ("passed", "failed", "skipped"):
+            raise AnsibleFilterError("gpudirect_verify_verdict: not a check: %r" % (check,))
+    out = dict(record)
+    out["checks"] = checks
+    out["notes"] = list(record.get("notes") or []) + [c["summary"] for c in checks if c.get("summary")]
+    failed = [c for c in checks if c["status"] == "failed"]
+    in_service = record["status"] == "skipped" and (record.get("diagnosis") or {}).get("code") == "in_service"
+    if failed and (record["status"] == "passed" or in_service):
+        first = failed[0]
+        out["status"] = "failed"
+        out["result"] = "FAILED"
+        out["diagnosis"] = {"code": "%s_failed" % first["name"],
+                            "message": "; ".join("%s: %s" % (c["name"], c.get("reason") or c.get("summary"))
+                                                 for c in failed)
+                            + (" (the node is in service: its data path was not exercised)" if in_service
+                               else " (the RDMA data path itself passed)"),
+                            "fix": _CHECK_FIX.get(first["name"], ""), "related": []}
+    return out
+
+
+# ---- The verdict: one judging step ----
+VERDICT_INPUTS = ("result", "host", "skip", "check_mode", "time", "gpu_count", "coverage", "notes", "crosscheck",
+                  "fabric", "checks")
+FABRIC_INPUTS = ("mode", "edges", "client", "server", "pair_with")
+
+
+def gpudirect_verify_verdict(inputs):
+    """The host's verification record, judged once from everything this run measured on it.
+
+    ``inputs`` (a mapping; see filter_plugins/gpudirect_verify_verdict.yml): ``result`` (the
+    registered loop over the pairs), ``host``, ``skip`` (a reason not to run: then the result and
+    the cross-checks are not read), ``check_mode``, ``time``, ``gpu_count``, ``coverage``,
+    ``notes`` (the topology notes), ``crosscheck``, ``fabric`` (``{mode, edges, client, server,
+    pair_with}``) and ``checks``.
+    """
+    if not isinstance(inputs, dict):
+        raise AnsibleFilterError("gpudirect_verify_verdict expects a mapping of the run's results, got %r" % (inputs,))
+    unknown = sorted(set(inputs) - set(VERDICT_INPUTS))
+    fabric = inputs.get("fabric") or {}
+    if not isinstance(fabric, dict):
+        raise AnsibleFilterError("gpudirect_verify_verdict: fabric must be a mapping of %s, got %r"
+                                 % (", ".join(FABRIC_INPUTS), fabric))
+    unknown += ["fabric." + k for k in sorted(set(fabric) - set(FABRIC_INPUTS))]
+    if unknown:
+        raise AnsibleFilterError("gpudirect_verify_verdict: unknown input(s) %s; expected %s"
+                                 % (", ".join(unknown), ", ".join(VERDICT_INPUTS)))
+    skip = inputs.get("skip") or None
+    host = inputs.get("host") or ""
+    record = gpudirect_verify_record(None if skip else inputs.get("result"), host, skip, inputs.get("check_mode"),
+                                     inputs.get("time"), inputs.get("gpu_count"), inputs.get("coverage"))
+    record["notes"] = record["notes"] + [n for n in (inputs.get("notes") or []) if n]
+    try:
+        record = _xc.merge_into_record(record, None if skip else inputs.get("crosscheck"))
+    except _xc.CrosscheckError as exc:
+        raise AnsibleFilterError("gpudirect_verify_verdict: %s" % exc)
+    record = gpudirect_verify_fabric(record, fabric.get("mode") or "none", host, fabric.get("edges"),
+                                     fabric.get("client"), fabric.get("server"), pair_with=fabric.get("pair_with") or "")
+    return add_checks(record, inputs.get("checks"))
+
+
 class FilterModule(object):
     """Verification filters for gpudirect_loopback results."""
 
     def filters(self):
         return {
-            "gpudirect_verify_record": gpudirect_verify_record,
+            "gpudirect_verify_verdict": gpudirect_verify_verdict,
             "gpudirect_verify_pair": gpudirect_verify_pair,
             "gpudirect_verify_report_md": gpudirect_verify_report_md,
             "gpudirect_verify_fleet_table": gpudirect_verify_fleet_table,
@@ -641,5 +734,4 @@ class FilterModule(object):
             "gpudirect_verify_missing_packages": gpudirect_verify_missing_packages,
             "gpudirect_verify_topo_notes": gpudirect_verify_topo_notes,
             "gpudirect_verify_ring_plan": gpudirect_verify_ring_plan,
-            "gpudirect_verify_fabric": gpudirect_verify_fabric,
         }

@@ -13,7 +13,7 @@ only reads sysfs, /proc and nvidia-smi's queries) for what the data path needs:
   dma-buf (a kernel with CONFIG_DMA_SHARED_BUFFER and the open kernel module).
 
 ``{name: in_service, status: passed|failed, summary, reason}``, the shape of the other
-checks of the record (filter gpudirect_verify_add_checks). It proves the parts are in
+checks of the record (filter gpudirect_verify_verdict). It proves the parts are in
 place, not that bytes move: the record says so, and the loopback runs when the node is
 drained (or ``gpudirect_verify_scope: full``).
 """

@@ -6,6 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 import gpudirect_gpu_checks as f
+from gpudirect_verify import add_checks
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures")
 
@@ -50,7 +51,7 @@ def record(status="passed"):
 def test_failed_check_fails_a_passed_host_and_says_which():
     bad = f.gpudirect_gdrcopy_check(reg(read("gdrcopy", "sanity-fail-format-v2.6.txt"), 1), None, "")
     skipped = f.gpudirect_dcgm_check(None, 0, "gpudirect_verify_dcgm_diag_level: 0 (off)")
-    out = f.gpudirect_verify_add_checks(record(), [bad, skipped, None])
+    out = add_checks(record(), [bad, skipped, None])
     assert out["status"] == "failed" and out["result"] == "FAILED"
     assert out["diagnosis"]["code"] == "gdrcopy_failed"
     assert "invalidation_fork_after_gdr_map_cumemalloc" in out["diagnosis"]["message"]
@@ -62,18 +63,18 @@ def test_failed_check_fails_a_passed_host_and_says_which():
 def test_checks_keep_an_earlier_failure_and_a_skip():
     bad = f.gpudirect_dcgm_check(reg(read("dcgm", "diag-json-v3-persistence-fail.json"), 226), 1, "")
     earlier = dict(record("not_proven"), diagnosis={"code": "host_memory_fallback"})
-    out = f.gpudirect_verify_add_checks(earlier, [bad])
+    out = add_checks(earlier, [bad])
     assert out["status"] == "not_proven" and out["diagnosis"]["code"] == "host_memory_fallback"
     assert any("Persistence Mode Fail" in n for n in out["notes"])
-    out = f.gpudirect_verify_add_checks(record("skipped"), [])
+    out = add_checks(record("skipped"), [])
     assert out["status"] == "skipped" and out["checks"] == []
 
 
 def test_add_checks_rejects_what_is_not_a_check():
     with pytest.raises(AnsibleFilterError, match="not a check"):
-        f.gpudirect_verify_add_checks(record(), [{"name": "x", "status": "odd"}])
-    with pytest.raises(AnsibleFilterError, match="expects a record"):
-        f.gpudirect_verify_add_checks({}, [])
+        add_checks(record(), [{"name": "x", "status": "odd"}])
+    with pytest.raises(AnsibleFilterError, match="need a record with a status"):
+        add_checks({}, [])
 
 
 def test_check_mode_skip_passes_on_the_command_modules_words():

@@ -366,14 +366,14 @@ def test_report_and_fleet_table_show_the_cross_checks():
 
     loopback = {"mode": "host", "mode_reason": "requested", "rdma_device": "ib0", "port": 1, "bytes_compared": 8,
                 "mismatches": 0, "bandwidth_gbps": 0.45, "diagnosis": None, "selection": {}}
-    record = verify.gpudirect_verify_record({"results": [loopback]}, "node1", None, False, "t", 0, "nearest")
-    assert record["status"] == "passed"
+    inputs = {"result": {"results": [loopback]}, "host": "node1", "time": "t", "gpu_count": 0, "coverage": "nearest"}
+    assert verify.gpudirect_verify_verdict(inputs)["status"] == "passed"
     cross = filters.gpudirect_verify_crosscheck(
         {"results": [{"item": loopback, "status": "measured", "bandwidth_gbps": 0.48, "ratio": 0.9375,
                       "ratio_ok": True, "message": "module 0.45 Gbit/s / ib_write_bw 0.48 Gbit/s = 0.938"}]},
         "auto", 0, {"rc": 0, "stdout": fixture("nccl_no_gdrdma_issue899.txt") + fixture("nccl_tests_summary_issue119.txt")},
         ["all_reduce_perf"], False, False)
-    merged = filters.gpudirect_verify_with_crosscheck(record, cross)
+    merged = verify.gpudirect_verify_verdict(dict(inputs, crosscheck=cross))
     assert merged["status"] == "failed" and merged["diagnosis"]["code"] == "crosscheck_failed"
     page = verify.gpudirect_verify_report_md(merged)
     assert "## Cross-checks (perftest, nccl-tests)" in page

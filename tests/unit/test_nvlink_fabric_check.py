@@ -15,6 +15,7 @@ from conftest import read_fixture
 from ansible.module_utils import gpudirect_nvlink as nvlink  # noqa: E402
 
 import gpudirect_gpu_checks as checks  # noqa: E402  (filter_plugins/, on sys.path through conftest)
+from gpudirect_verify import add_checks  # noqa: E402
 
 
 def facts(machine):
@@ -51,7 +52,7 @@ def test_a_fabric_that_did_not_come_up_fails_naming_the_gpu(state, status):
     assert check["status"] == "failed"
     assert "1 of 4 GPU(s) on the NVLink fabric are not Completed/Success: 0000:00:06.0: State %s, Status %s" \
         % (state, status) in check["reason"]
-    record = checks.gpudirect_verify_add_checks({"status": "passed", "result": "PASSED", "notes": []}, [check])
+    record = add_checks({"status": "passed", "result": "PASSED", "notes": []}, [check])
     assert record["status"] == "failed" and record["diagnosis"]["code"] == "nvlink_fabric_failed"
     assert "nvidia-fabricmanager" in record["diagnosis"]["fix"] and "gpudirect_verify_nvlink_fabric" in record["diagnosis"]["fix"]
 

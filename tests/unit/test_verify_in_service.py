@@ -18,8 +18,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible.module_utils import gpudirect_in_service as in_service
 from conftest import play_on_localhost, read_fixture
-from gpudirect_gpu_checks import gpudirect_in_service_check, gpudirect_verify_add_checks
-from gpudirect_verify import gpudirect_verify_record
+from gpudirect_gpu_checks import gpudirect_in_service_check
+from gpudirect_verify import add_checks as gpudirect_verify_add_checks, gpudirect_verify_record
 
 VM = json.loads(read_fixture("loopback", "vm_rxe_gpudirect_facts.json"))["ansible_facts"]["gpudirect"]
 H200X2 = json.loads(read_fixture("gpu_node", "h200x2", "gpudirect_facts.json"))["ansible_facts"]["gpudirect"]

@@ -11,6 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 import gpudirect_gpu_checks as checks
+from gpudirect_verify import add_checks
 from ansible.module_utils import gpudirect_secure_boot as sb
 from conftest import read_fixture, role_tasks_play
 
@@ -116,7 +117,7 @@ def test_the_filter_refuses_what_is_not_the_modules_result():
 
 def test_a_failed_signing_check_fails_a_passed_host_with_the_fix():
     check = sb.verification_check(_result([sb.module_verdict("nvidia", KERNELS[1], None, CERT)], ENROLLED))
-    record = checks.gpudirect_verify_add_checks({"status": "passed", "result": "PASSED", "notes": []}, [check])
+    record = add_checks({"status": "passed", "result": "PASSED", "notes": []}, [check])
     assert record["status"] == "failed" and record["diagnosis"]["code"] == "module_signing_failed"
     assert "module nvidia for kernel 6.1.0-56-amd64" in record["diagnosis"]["message"]
     assert "gpudirect_verify_signing: false" in record["diagnosis"]["fix"]
