@@ -3,7 +3,7 @@ module_utils/gpudirect_kernel_update.py (the one implementation, which the unit 
 
 ``plans | kernel_update_campaign(target)``
     playbooks/kernel_update.yml, once per run: ``plans`` maps each node to its
-    ``kernel_update_plan`` result; returns {target, source, pending: {node: reason},
+    ``gpudirect_plan_kernel_update`` result; returns {target, source, pending: {node: reason},
     done: {node: reason}, errors: [sentence]} (module_utils/gpudirect_kernel_update.py
     ``campaign``). The nodes must update the same packages.
 ``campaign | kernel_update_campaign_lines(lost, refreshed)``
@@ -35,12 +35,12 @@ from ansible.module_utils import gpudirect_kernel_update as _KU  # noqa: E402
 def kernel_update_campaign(plans, target=""):
     try:
         if not isinstance(plans, dict):
-            raise ValueError("expected {node: kernel_update_plan result}, got %s" % type(plans).__name__)
+            raise ValueError("expected {node: gpudirect_plan_kernel_update result}, got %s" % type(plans).__name__)
         lists = {}
         for host in sorted(plans):
             packages = (plans[host] or {}).get("packages")
             if not isinstance(packages, dict):
-                raise ValueError("%s has no kernel_update_plan result (got %r)" % (host, plans[host]))
+                raise ValueError("%s has no gpudirect_plan_kernel_update result (got %r)" % (host, plans[host]))
             lists.setdefault(tuple(sorted(packages)), []).append(host)
         if len(lists) > 1:
             return {"target": {}, "source": "", "pending": {}, "done": {},

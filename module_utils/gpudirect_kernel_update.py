@@ -2,7 +2,7 @@
 """The kernel update campaign: which kernel packages every node gets, and which nodes need them.
 
 playbooks/kernel_update.yml plans before it locks or drains anything (issue #29,
-outcome 2). ``library/kernel_update_plan.py`` reads each node's kernel packages
+outcome 2). ``library/gpudirect_plan_kernel_update.py`` reads each node's kernel packages
 (installed version, candidate, every version its repositories offer), its running
 and default boot kernel, a boot hold left by a failed run and the campaign record
 of an earlier run; the controller filter ``kernel_update_campaign`` then decides,
@@ -174,12 +174,12 @@ def _relation(package, wanted):
 
 def _node_check(node):
     if not isinstance(node, dict) or not isinstance(node.get("packages"), dict):
-        raise ValueError("a node's kernel_update_plan result has no packages (got %r)" % (node,))
+        raise ValueError("a node's gpudirect_plan_kernel_update result has no packages (got %r)" % (node,))
     return node
 
 
 def decide_target(nodes, knob_value, packages):
-    """The campaign's target over ``nodes`` ({host: kernel_update_plan result}).
+    """The campaign's target over ``nodes`` ({host: gpudirect_plan_kernel_update result}).
 
     Returns (target {package: version}, source sentence, errors [sentences])."""
     target = normalise_target(knob_value, packages)
@@ -279,7 +279,7 @@ def node_plan(host, node, target):
 def campaign(nodes, knob_value, packages):
     """The whole decision: {target, source, pending: {host: reason}, done: {host: reason}, errors}."""
     if not isinstance(nodes, dict):
-        raise ValueError("expected {host: kernel_update_plan result}, got %s" % type(nodes).__name__)
+        raise ValueError("expected {host: gpudirect_plan_kernel_update result}, got %s" % type(nodes).__name__)
     if isinstance(packages, str) or not isinstance(packages, (list, tuple)) or not packages:
         raise ValueError("%s must be a non-empty list of package names" % PACKAGES_KNOB)
     for host in nodes:

@@ -1,7 +1,7 @@
 """NVIDIA driver decisions from NVIDIA's own per-device data.
 
 Pure functions, used by the nvidia_driver plan (``module_utils/gpudirect_nvidia_plan.py``,
-module ``library/nvidia_driver_plan.py``) and the unit tests.
+module ``library/gpudirect_plan_nvidia_driver.py``) and the unit tests.
 
 GPU data, in this order:
 

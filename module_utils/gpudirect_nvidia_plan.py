@@ -1,6 +1,6 @@
 """The nvidia_driver role's plan: what the host has (``probe``) and what the role does (``decide``).
 
-Used by ``library/nvidia_driver_plan.py`` (the role's read-only plan module) and the unit
+Used by ``library/gpudirect_plan_nvidia_driver.py`` (the role's read-only plan module) and the unit
 tests.  ``probe`` reads the host through a small interface (``host.read``, ``run``,
 ``glob``, ``isdir``, ``exists``, ``which``, ``release``) so the tests run it on captured
 hosts; ``decide`` is a pure function of the probe and the role's variables.

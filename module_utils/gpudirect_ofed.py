@@ -1,6 +1,6 @@
 """The mlnx_ofed role's decisions: what to do with the OFED stack, and what that would disrupt.
 
-Inputs are what ``library/mlnx_ofed_plan.py`` reads on the node (``ofed_info -s``,
+Inputs are what ``library/gpudirect_plan_mlnx_ofed.py`` reads on the node (``ofed_info -s``,
 installed and held packages, loaded peer-memory modules, the uninstaller, the
 repository file) and the role's variables.  Versions are read ONLY through
 ``gpudirect_versions`` (one OFED parser in the tree); its matching rule decides
@@ -153,7 +153,7 @@ def plan(probe, params):
         "inbox_installed": [...], "repo_configured": bool}``.
     :param params: the module's parameters (method, wanted_version, profile, core_packages,
         inbox_packages, hold, restart_openibd, allow_replace, repo_key_changed, repo_url).
-    :returns: the plan dict (see library/mlnx_ofed_plan.py RETURN).
+    :returns: the plan dict (see library/gpudirect_plan_mlnx_ofed.py RETURN).
     :raises OfedPlanError: on bad text or a change the variables forbid (naming the knob).
     """
     method = params["method"]

@@ -4,7 +4,7 @@ GPU<->NIC paths, all, an explicit list), what their ACS Control register holds, 
 would be set to, the write with read-back, the ``--diff`` text, and the plan sentences
 (``changes``, ``disruption``) of the ``pcie_acs`` role.
 
-The ``pcie_acs`` module (library/pcie_acs.py) is argument handling around :func:`run`.
+The ``pcie_acs`` module (library/gpudirect_pcie_acs.py) is argument handling around :func:`run`.
 Register offsets always come from walking the capability list (module_utils/gpudirect_pci.py).
 """
 

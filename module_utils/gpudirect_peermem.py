@@ -1,6 +1,6 @@
 """The GPUDirect RDMA peer-memory path: what the host has (probe) and what to do (decision).
 
-Used by ``library/gpudirect_peermem_plan.py``; the unit tests import it directly.
+Used by ``library/gpudirect_plan_peermem.py``; the unit tests import it directly.
 
 ``probe(host)``
     Read-only look at the host through a ``Host`` (files, commands, the dynamic

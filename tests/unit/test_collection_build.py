@@ -148,9 +148,9 @@ def test_tarball_holds_roles_playbooks_and_plugins(built):
         assert "from ansible.module_utils.gpudirect_" not in text, n
         assert "from ansible.module_utils import gpudirect_" not in text, n
     assert "from ansible_collections.gpudirect.rdma.plugins.module_utils.gpudirect_pcie_acs import" in \
-        modules["plugins/modules/pcie_acs.py"]
+        modules["plugins/modules/gpudirect_pcie_acs.py"]
     # the doc fragments of the project, by the collection's names
-    assert "  - gpudirect.rdma.gpudirect_attributes.read_only\n" in modules["plugins/modules/nvidia_driver_plan.py"]
+    assert "  - gpudirect.rdma.gpudirect_attributes.read_only\n" in modules["plugins/modules/gpudirect_plan_nvidia_driver.py"]
     for n, text in modules.items():
         assert "  - gpudirect_attributes" not in text, n
     # ... and the repository's own files stay as they are
@@ -160,12 +160,17 @@ def test_tarball_holds_roles_playbooks_and_plugins(built):
 def test_ansible_doc_resolves_the_doc_fragments_of_the_installed_collection(installed):
     tmp, collections = installed
     env = _clean_env(tmp, ANSIBLE_COLLECTIONS_PATH=str(collections))
-    proc = _run([os.path.join(BIN, "ansible-doc"), "-t", "module", "--json", FQCN + ".nvidia_driver_plan"],
+    proc = _run([os.path.join(BIN, "ansible-doc"), "-t", "module", "--json", FQCN + ".gpudirect_plan_nvidia_driver"],
                 tmp, env, "ansible-doc of the installed collection's module")
-    attributes = json.loads(proc.stdout)[FQCN + ".nvidia_driver_plan"]["doc"]["attributes"]
+    attributes = json.loads(proc.stdout)[FQCN + ".gpudirect_plan_nvidia_driver"]["doc"]["attributes"]
     assert attributes["check_mode"]["support"] == "full", attributes
     assert attributes["diff_mode"]["support"] == "none", attributes
     assert attributes["platform"]["platforms"] == "linux", attributes
+    # a module's name before 1.0.0 still resolves, to the new one (meta/runtime.yml plugin_routing)
+    old = _run([os.path.join(BIN, "ansible-doc"), "-t", "module", "--json", FQCN + ".nvidia_driver_plan"],
+               tmp, env, "ansible-doc of a renamed module's old name")
+    [(name, doc)] = json.loads(old.stdout).items()
+    assert doc["doc"]["module"] == "gpudirect_plan_nvidia_driver", (name, doc["doc"]["module"])
 
 
 def test_fqcn_play_runs_module_filter_and_role_from_the_installed_collection(installed):

@@ -192,11 +192,11 @@ def _roles_on_simulated_node(tmp_path, node, *extra):
     roles, library = tmp_path / "roles", tmp_path / "library"
     library.mkdir()
     shutil.copytree(os.path.join(ROOT, "roles", "nvidia_driver"), roles / "nvidia_driver")
-    (library / "nvidia_driver_plan.py").write_text(NVIDIA_PLAN_WRAPPER.format(
-        tests=os.path.dirname(__file__), node=node, real=os.path.join(ROOT, "library", "nvidia_driver_plan.py")))
+    (library / "gpudirect_plan_nvidia_driver.py").write_text(NVIDIA_PLAN_WRAPPER.format(
+        tests=os.path.dirname(__file__), node=node, real=os.path.join(ROOT, "library", "gpudirect_plan_nvidia_driver.py")))
     shutil.copytree(os.path.join(ROOT, "roles", "gpudirect_peermem"), roles / "gpudirect_peermem")
-    (library / "gpudirect_peermem_plan.py").write_text(PEERMEM_PLAN_WRAPPER.format(
-        tests=os.path.dirname(__file__), node=node, real=os.path.join(ROOT, "library", "gpudirect_peermem_plan.py")))
+    (library / "gpudirect_plan_peermem.py").write_text(PEERMEM_PLAN_WRAPPER.format(
+        tests=os.path.dirname(__file__), node=node, real=os.path.join(ROOT, "library", "gpudirect_plan_peermem.py")))
     (library / "gpudirect_facts.py").write_text(FACTS_MODULE.format(facts=FACTS))
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("gpu_nodes:\n  hosts:\n    gpunode:\n      ansible_connection: local\n"

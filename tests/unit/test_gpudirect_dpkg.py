@@ -1,5 +1,5 @@
 """module_utils/gpudirect_dpkg.py: the one reader of dpkg-query's package lines (issue #31,
-outcome 4), used by mlnx_ofed_plan/gpudirect_ofed, gpudirect_nvidia_plan, gpudirect_peermem and
+outcome 4), used by gpudirect_plan_mlnx_ofed/gpudirect_ofed, gpudirect_nvidia_plan, gpudirect_peermem and
 gpudirect_loopback_packages (the gpudirect_verify role's missing-packages filter)."""
 
 import os

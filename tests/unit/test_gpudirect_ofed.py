@@ -10,7 +10,7 @@ import yaml
 from ansible.module_utils import gpudirect_ofed as ofed
 from ansible.module_utils import gpudirect_versions as v
 
-import mlnx_ofed_plan
+import gpudirect_plan_mlnx_ofed
 from conftest import PROJECT_FIXTURES, ROOT
 
 with open(os.path.join(PROJECT_FIXTURES, "vendor_strings", "versions.yml"), encoding="utf-8") as _handle:
@@ -242,12 +242,12 @@ def test_module_plans_read_only_in_check_mode(run_module, monkeypatch, tmp_path)
             return 0, DPKG_291, ""
         return 1, "", ""
 
-    monkeypatch.setattr(mlnx_ofed_plan.AnsibleModule, "get_bin_path",
+    monkeypatch.setattr(gpudirect_plan_mlnx_ofed.AnsibleModule, "get_bin_path",
                         lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
-    monkeypatch.setattr(mlnx_ofed_plan.AnsibleModule, "run_command", fake_run)
+    monkeypatch.setattr(gpudirect_plan_mlnx_ofed.AnsibleModule, "run_command", fake_run)
     repo = tmp_path / "doca.sources"
     repo.write_text("Types: deb\nURIs: https://m/doca/2.9.1/ubuntu24.04/x86_64/\nSuites: ./\n")
-    result = run_module(mlnx_ofed_plan, dict(
+    result = run_module(gpudirect_plan_mlnx_ofed, dict(
         method="doca", wanted_version="24.10-1.1.4", profile="doca-ofed", core_packages=PARAMS["core_packages"],
         probe_packages=["doca-ofed", "mlnx-ofed-kernel-dkms", "mlnx-ofed-kernel-utils", "rdma-core"],
         repo_url=PARAMS["repo_url"], repo_file=str(repo), sys_root=str(tmp_path), proc_root=str(tmp_path)),
@@ -259,9 +259,9 @@ def test_module_plans_read_only_in_check_mode(run_module, monkeypatch, tmp_path)
 
 
 def test_module_fails_naming_the_knob(run_module, monkeypatch, tmp_path):
-    monkeypatch.setattr(mlnx_ofed_plan.AnsibleModule, "get_bin_path",
+    monkeypatch.setattr(gpudirect_plan_mlnx_ofed.AnsibleModule, "get_bin_path",
                         lambda self, name, required=False, opt_dirs=None: None)
-    result = run_module(mlnx_ofed_plan, dict(method="doca", wanted_version="24.10", sys_root=str(tmp_path),
+    result = run_module(gpudirect_plan_mlnx_ofed, dict(method="doca", wanted_version="24.10", sys_root=str(tmp_path),
                                              proc_root=str(tmp_path), repo_file=str(tmp_path / "none")))
     assert result["failed"] and "mlnx_ofed_version" in result["msg"] and "'24.10'" in result["msg"]
 
@@ -282,7 +282,7 @@ def _tasks(name):
 def test_plan_checks_the_key_read_only_before_deciding_and_main_acts_on_the_plan():
     plan = _tasks("plan.yml")
     modules = [next(k for k in t if k not in ("name", "when", "register", "vars", "check_mode")) for t in plan]
-    assert modules[:3] == ["ansible.builtin.include_tasks", "gpudirect_repo_key", "mlnx_ofed_plan"]
+    assert modules[:3] == ["ansible.builtin.include_tasks", "gpudirect_repo_key", "gpudirect_plan_mlnx_ofed"]
     assert plan[1]["check_mode"] is True and plan[2]["register"] == "mlnx_ofed_plan"
     main = _tasks("main.yml")
     # planned again in the stage even after the read-only pass: the pass only decided the drain

@@ -1,4 +1,4 @@
-"""module_utils/gpudirect_peermem.py and library/gpudirect_peermem_plan.py: probe, decision, plan.
+"""module_utils/gpudirect_peermem.py and library/gpudirect_plan_peermem.py: probe, decision, plan.
 
 Real inputs, each with its source:
 
@@ -21,7 +21,7 @@ import yaml
 from ansible.module_utils import gpudirect_peermem as pm
 from ansible.module_utils import gpudirect_versions as v
 
-import gpudirect_peermem_plan
+import gpudirect_plan_peermem
 from conftest import PROJECT_FIXTURES
 
 with open(os.path.join(PROJECT_FIXTURES, "vendor_strings", "versions.yml"), encoding="utf-8") as _handle:
@@ -387,15 +387,15 @@ def test_plan_not_possible_is_a_change_and_provisional():
 
 def test_module_plans_read_only_in_check_mode(run_module, monkeypatch, h100):
     host = gpu_node_host()
-    monkeypatch.setattr(gpudirect_peermem_plan, "make_host", lambda module: host)
-    out = run_module(gpudirect_peermem_plan, {"facts": h100}, check_mode=True)
+    monkeypatch.setattr(gpudirect_plan_peermem, "make_host", lambda module: host)
+    out = run_module(gpudirect_plan_peermem, {"facts": h100}, check_mode=True)
     assert out["changed"] is False and out["path"] == "dmabuf" and out["changes"] == []
     assert all(argv[0] in ("modinfo", "ldconfig", "dpkg-query") for argv in host.ran)
 
 
 def test_module_fails_naming_the_knob(run_module, monkeypatch):
-    monkeypatch.setattr(gpudirect_peermem_plan, "make_host", lambda module: gpu_node_host())
-    out = run_module(gpudirect_peermem_plan, {"mechanism": "gdr"})
+    monkeypatch.setattr(gpudirect_plan_peermem, "make_host", lambda module: gpu_node_host())
+    out = run_module(gpudirect_plan_peermem, {"mechanism": "gdr"})
     assert out["failed"] and "gpudirect_peermem_mechanism must be one of" in out["msg"] and "'gdr'" in out["msg"]
 
 
@@ -406,22 +406,22 @@ def test_module_runs_commands_list_form_in_the_c_locale(run_module, monkeypatch)
         calls.append((args, kwargs))
         return 1, "", ""
 
-    monkeypatch.setattr(gpudirect_peermem_plan.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(gpudirect_plan_peermem.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(pm.Host, "which", staticmethod(lambda name: None))
     monkeypatch.setattr(pm.Host, "read", staticmethod(lambda path: ""))
     monkeypatch.setattr(pm.Host, "exists", staticmethod(lambda path: False))
     monkeypatch.setattr(pm.Host, "isdir", staticmethod(lambda path: False))
     monkeypatch.setattr(pm.Host, "glob", staticmethod(lambda pattern: []))
-    out = run_module(gpudirect_peermem_plan, {"facts": VM_FACTS})
+    out = run_module(gpudirect_plan_peermem, {"facts": VM_FACTS})
     assert calls and all(isinstance(args, list) for args, _ in calls)
     assert all(kwargs["environ_update"]["LC_ALL"] == "C" for _, kwargs in calls)
     assert out["path"] == "nvidia_peermem" and not out["ok"] and out["provisional"] is True
 
 
 def test_documentation_parses_and_covers_options_and_results(run_module, monkeypatch, h100):
-    doc = yaml.safe_load(gpudirect_peermem_plan.DOCUMENTATION)
-    returned = yaml.safe_load(gpudirect_peermem_plan.RETURN)
-    assert yaml.safe_load(gpudirect_peermem_plan.EXAMPLES)
+    doc = yaml.safe_load(gpudirect_plan_peermem.DOCUMENTATION)
+    returned = yaml.safe_load(gpudirect_plan_peermem.RETURN)
+    assert yaml.safe_load(gpudirect_plan_peermem.EXAMPLES)
     specs = {}
 
     class Capture(Exception):
@@ -433,14 +433,14 @@ def test_documentation_parses_and_covers_options_and_results(run_module, monkeyp
         raise Capture()
 
     with monkeypatch.context() as patch:
-        patch.setattr(gpudirect_peermem_plan, "AnsibleModule", fake)
+        patch.setattr(gpudirect_plan_peermem, "AnsibleModule", fake)
         with pytest.raises(Capture):
-            gpudirect_peermem_plan.main()
+            gpudirect_plan_peermem.main()
     assert set(doc["options"]) == set(specs)
     for name, spec in specs.items():
         assert doc["options"][name]["type"] == spec["type"] and doc["options"][name]["default"] == spec["default"]
-    monkeypatch.setattr(gpudirect_peermem_plan, "make_host", lambda module: gpu_node_host())
-    out = run_module(gpudirect_peermem_plan, {"facts": h100})
+    monkeypatch.setattr(gpudirect_plan_peermem, "make_host", lambda module: gpu_node_host())
+    out = run_module(gpudirect_plan_peermem, {"facts": h100})
     assert set(out) - {"changed", "invocation"} == set(returned)
 
 
@@ -462,7 +462,7 @@ class _NoKmodModule:
 
 def test_a_missing_tool_answers_like_a_failed_command_not_a_module_failure():
     module = _NoKmodModule()
-    host = gpudirect_peermem_plan.make_host(module)
+    host = gpudirect_plan_peermem.make_host(module)
     assert host.run(["modinfo", "-k", "6.8.0", "-n", "nvidia_peermem"]) == (
         127, "", "modinfo: not found on this node")
     assert module.ran == []

@@ -1,6 +1,6 @@
 """The kernel update plans first and pins its target (issue #29, outcome 2).
 
-A read-only pass (library/kernel_update_plan.py) reads every node's kernel packages;
+A read-only pass (library/gpudirect_plan_kernel_update.py) reads every node's kernel packages;
 the campaign's one target is decided once per run (module_utils/gpudirect_kernel_update.py)
 and only the nodes not at it are locked, drained and updated. Parsers on real
 apt-cache outputs (tests/fixtures/kernel_update/README.md); the playbook on this
@@ -17,7 +17,7 @@ from conftest import kernel_update_on_localhost, read_fixture
 from ansible.module_utils import gpudirect_kernel_update as ku  # noqa: E402
 from ansible.module_utils import gpudirect_rolling as rolling  # noqa: E402
 
-import kernel_update_plan  # noqa: E402  (library/, on sys.path through conftest)
+import gpudirect_plan_kernel_update as kernel_update_plan  # noqa: E402  (library/, on sys.path through conftest)
 
 META = ["linux-image-amd64", "linux-headers-amd64"]
 

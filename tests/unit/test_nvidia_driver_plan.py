@@ -1,5 +1,5 @@
 """The nvidia_driver plan: module_utils/gpudirect_nvidia.py (flavour, branch), module_utils/gpudirect_nvidia_plan.py
-(probe and decision) and library/nvidia_driver_plan.py, on real captures.
+(probe and decision) and library/gpudirect_plan_nvidia_driver.py, on real captures.
 
 Captures: the lent GPU nodes, H200 (tests/fixtures/gpu_node/h200 and its capture/) and H100
 (tests/fixtures/gpu_node/h100: vendor.txt has /proc/driver/nvidia/version, the dpkg names and holds,
@@ -18,7 +18,7 @@ from ansible.module_utils import gpudirect_nvidia as nv
 from ansible.module_utils import gpudirect_nvidia_plan as plan
 
 import gpu_node_sim as sim
-import nvidia_driver_plan as module
+import gpudirect_plan_nvidia_driver as module
 from conftest import H200_CAPTURE, PROJECT_FIXTURES
 
 H100 = os.path.join(PROJECT_FIXTURES, "gpu_node", "h100")

@@ -1,4 +1,4 @@
-"""Unit tests for library/pcie_acs.py (logic: module_utils/gpudirect_pcie_acs.py) on fake sysfs trees
+"""Unit tests for library/gpudirect_pcie_acs.py (logic: module_utils/gpudirect_pcie_acs.py) on fake sysfs trees
 whose config files carry real configuration-space byte layouts (tests/unit/sysfs_tree.py).
 
 The central property: the module writes only the two bytes of ACS Control at the offset found
@@ -17,7 +17,7 @@ from ansible.module_utils import basic
 
 from ansible.module_utils import gpudirect_pcie_acs as acs
 
-import pcie_acs
+import gpudirect_pcie_acs as pcie_acs_module
 from sysfs_tree import (
     ACS_ALL_CTL,
     PORT_DOWNSTREAM,
@@ -682,9 +682,9 @@ def test_root_without_sysfs_fails(tmp_path):
 def test_main_end_to_end_check_then_apply_then_idempotent(tmp_path, monkeypatch, run_module):
     tree = server(tmp_path)
     before = snapshot(tree)
-    checked = run_module(pcie_acs, {"root": tree.root}, check_mode=True)
+    checked = run_module(pcie_acs_module, {"root": tree.root}, check_mode=True)
     assert checked["changed"] is True and snapshot(tree) == before
-    applied = run_module(pcie_acs, {"root": tree.root})
+    applied = run_module(pcie_acs_module, {"root": tree.root})
     assert applied.get("failed") is not True, applied
     assert applied["changed"] is True
     assert applied["selected"] == [PLX_UP, PLX_DN_148, PLX_DN_2A0, PLX_DN_F24, PEX89K]
@@ -692,7 +692,7 @@ def test_main_end_to_end_check_then_apply_then_idempotent(tmp_path, monkeypatch,
     assert applied["skipped_bridges"] == [{"address": PLX_UP, "reason": "no ACS capability"}]
     assert applied["vfio_devices"] == []
     assert checked["bridges"] == applied["bridges"]  # check mode predicted exactly what happened
-    again = run_module(pcie_acs, {"root": tree.root})
+    again = run_module(pcie_acs_module, {"root": tree.root})
     assert again["changed"] is False
 
 
@@ -701,12 +701,12 @@ def test_main_check_diff_shows_acsctl_before_and_after_per_bridge(tmp_path, monk
     before = snapshot(tree)
     args = {"root": tree.root, "exclude": ["0000:05:00.0", "0000:07:00.0", "0000:08:00.0"],
             "_ansible_diff": True, "state": "query"}
-    queried = run_module(pcie_acs, args, check_mode=True)
+    queried = run_module(pcie_acs_module, args, check_mode=True)
     assert queried["diff"]["before"] == queried["diff"]["after"]  # query changes nothing
     assert ("0000:06:00.0 10b5:8747 ACSCtl unknown (extended configuration space not readable"
             in queried["diff"]["before"])
     args.update(state="disabled", exclude=sorted(UNKNOWN_REASONS))
-    checked = run_module(pcie_acs, args, check_mode=True)
+    checked = run_module(pcie_acs_module, args, check_mode=True)
     assert checked["changed"] is True and snapshot(tree) == before
     assert checked["diff"]["before"].splitlines() == [
         "0000:02:08.0 10b5:8747 ACSCtl 0x005d (SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans)",
@@ -716,29 +716,29 @@ def test_main_check_diff_shows_acsctl_before_and_after_per_bridge(tmp_path, monk
     assert checked["diff"]["after"].splitlines() == [
         "0000:02:08.0 10b5:8747 ACSCtl 0x0000 (none)", "0000:02:10.0 10b5:8747 ACSCtl 0x0000 (none)",
         "0000:02:18.0 10b5:8747 ACSCtl 0x0000 (none)", "0000:41:00.0 1000:c030 ACSCtl 0x0000 (none)"]
-    applied = run_module(pcie_acs, dict(args, _ansible_check_mode=False))
+    applied = run_module(pcie_acs_module, dict(args, _ansible_check_mode=False))
     assert applied["diff"] == checked["diff"]  # check mode predicted the real change
-    converged = run_module(pcie_acs, args, check_mode=True)
+    converged = run_module(pcie_acs_module, args, check_mode=True)
     assert converged["changed"] is False
     assert converged["diff"]["before"] == converged["diff"]["after"] == checked["diff"]["after"]
-    assert "diff" not in run_module(pcie_acs, {"root": tree.root, "exclude": sorted(UNKNOWN_REASONS)})
+    assert "diff" not in run_module(pcie_acs_module, {"root": tree.root, "exclude": sorted(UNKNOWN_REASONS)})
 
 
 def test_main_argument_validation(tmp_path, monkeypatch, run_module):
     tree = server(tmp_path)
-    bad_mode = run_module(pcie_acs, {"root": tree.root, "mode": "plx_only"})
+    bad_mode = run_module(pcie_acs_module, {"root": tree.root, "mode": "plx_only"})
     assert bad_mode["failed"] is True and "mode" in bad_mode["msg"]
-    bad_address = run_module(pcie_acs, {"root": tree.root, "include": ["2:8.0"]})
+    bad_address = run_module(pcie_acs_module, {"root": tree.root, "include": ["2:8.0"]})
     assert bad_address["failed"] is True and "include: malformed" in bad_address["msg"]
     assert bad_address["changed"] is False
-    bad_distance = run_module(pcie_acs, {"root": tree.root, "pair_distances": ["FAR"]})
+    bad_distance = run_module(pcie_acs_module, {"root": tree.root, "pair_distances": ["FAR"]})
     assert bad_distance["failed"] is True
 
 
 def test_main_vfio_refusal_json(tmp_path, monkeypatch, run_module):
     tree = server(tmp_path)
     bind_vfio(tree, NIC)
-    result = run_module(pcie_acs, {"root": tree.root})
+    result = run_module(pcie_acs_module, {"root": tree.root})
     assert result["failed"] is True
     assert result["vfio_devices"] == [NIC]
     assert result["changed"] is False
@@ -750,7 +750,7 @@ def test_main_gpu_nic_path_warns_on_empty_pairs(tmp_path, monkeypatch, run_modul
     warned = []
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg, **kw: warned.append(msg))
     tree = server(tmp_path)
-    result = run_module(pcie_acs, {"root": tree.root, "mode": "gpu_nic_path", "pairs": []})
+    result = run_module(pcie_acs_module, {"root": tree.root, "mode": "gpu_nic_path", "pairs": []})
     assert result["changed"] is False and result["selected"] == []
     assert len(warned) == 1 and "no GPU/NIC pairs" in warned[0]
 
@@ -758,7 +758,7 @@ def test_main_gpu_nic_path_warns_on_empty_pairs(tmp_path, monkeypatch, run_modul
 def test_result_has_no_reserved_skipped_key(tmp_path, monkeypatch, run_module):
     """A true 'skipped' key would make Ansible report the whole task as skipped."""
     tree = server(tmp_path)
-    result = run_module(pcie_acs, {"root": tree.root})
+    result = run_module(pcie_acs_module, {"root": tree.root})
     assert "skipped" not in result and result["skipped_bridges"]
     assert result["changed"] is True
 
@@ -958,9 +958,9 @@ def test_boot_script_matches_the_role_template(tmp_path):
 
 def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
     import yaml
-    doc = yaml.safe_load(pcie_acs.DOCUMENTATION)
-    yaml.safe_load(pcie_acs.EXAMPLES)
-    returned = yaml.safe_load(pcie_acs.RETURN)
+    doc = yaml.safe_load(pcie_acs_module.DOCUMENTATION)
+    yaml.safe_load(pcie_acs_module.EXAMPLES)
+    returned = yaml.safe_load(pcie_acs_module.RETURN)
     captured = {}
 
     class Stop(Exception):
@@ -971,9 +971,9 @@ def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
         assert supports_check_mode is True
         raise Stop()
 
-    monkeypatch.setattr(pcie_acs, "AnsibleModule", fake_module)
+    monkeypatch.setattr(pcie_acs_module, "AnsibleModule", fake_module)
     with pytest.raises(Stop):
-        pcie_acs.main()
+        pcie_acs_module.main()
     assert set(doc["options"]) == set(captured)
     for name, spec in captured.items():
         assert doc["options"][name]["type"] == spec["type"], name
@@ -992,7 +992,7 @@ BITS_5D = "SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans"
 def test_plan_names_every_change_and_the_bound_gpu_and_nics_below_each_bridge(tmp_path, run_module):
     tree = server(tmp_path)
     before = snapshot(tree)
-    checked = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True}, check_mode=True)
+    checked = run_module(pcie_acs_module, {"root": tree.root, "_ansible_diff": True}, check_mode=True)
     assert snapshot(tree) == before  # the plan is read-only
     assert checked["changed"] is True
     move = "ACSCtl 0x005d (%s) -> 0x0000 (none)" % BITS_5D
@@ -1008,11 +1008,11 @@ def test_plan_names_every_change_and_the_bound_gpu_and_nics_below_each_bridge(tm
         "ACS change on bridge 0000:02:10.0 (10b5:8747, %s) with bound NIC 0000:04:00.0 (driver mlx5_core), "
         "NIC 0000:04:00.1 (driver mlx5_core) below it" % move]
     assert checked["diff"]["after"].splitlines()[0] == "0000:02:08.0 10b5:8747 ACSCtl 0x0000 (none)"
-    applied = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True})
+    applied = run_module(pcie_acs_module, {"root": tree.root, "_ansible_diff": True})
     assert applied["changed"] is True
     assert (applied["changes"], applied["disruption"], applied["diff"]) == \
         (checked["changes"], checked["disruption"], checked["diff"])
-    converged = run_module(pcie_acs, {"root": tree.root, "_ansible_diff": True}, check_mode=True)
+    converged = run_module(pcie_acs_module, {"root": tree.root, "_ansible_diff": True}, check_mode=True)
     assert converged["changed"] is False
     assert converged["changes"] == [] and converged["disruption"] == []
     assert converged["diff"]["before"] == converged["diff"]["after"] == applied["diff"]["after"]
@@ -1071,7 +1071,7 @@ def test_plan_on_the_real_h100_vm_capture_has_nothing_to_change(tmp_path, run_mo
     with no PCI-to-PCI bridge; the GPU (bound to nvidia) and the host bridge have no ACS."""
     tree, captured = config_capture_tree(tmp_path, FIRECRACKER)
     assert captured["0000:00:06.0"]["driver"] == "nvidia"
-    result = run_module(pcie_acs, {"root": tree.root, "mode": "all", "_ansible_diff": True}, check_mode=True)
+    result = run_module(pcie_acs_module, {"root": tree.root, "mode": "all", "_ansible_diff": True}, check_mode=True)
     assert result["changed"] is False and result["selected"] == []
     assert result["changes"] == [] and result["disruption"] == []
     assert result["diff"]["before"] == result["diff"]["after"] == ""

@@ -12,7 +12,7 @@ from ansible.module_utils import basic
 from ansible.module_utils import gpudirect_pcie_acs as acs
 from ansible.module_utils import gpudirect_rdma_topo as topo
 
-import pcie_acs
+import gpudirect_pcie_acs as pcie_acs_module
 from conftest import PROJECT_FIXTURES
 from sysfs_tree import PORT_DOWNSTREAM, PORT_ROOT, PORT_UPSTREAM, SysfsTree
 
@@ -353,17 +353,17 @@ def test_main_runs_rdma_topo_in_list_form_in_check_mode(tmp_path, monkeypatch, r
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", spy)
     tool = fake_rdma_topo(tmp_path, "dma_stock")
-    result = run_module(pcie_acs, {"root": tree.root, "rdma_topo": tool}, check_mode=True)
+    result = run_module(pcie_acs_module, {"root": tree.root, "rdma_topo": tool}, check_mode=True)
     assert result.get("failed") is not True, result
     assert result["direct_nic"]["config_acs"] == DMA_CONFIG_ACS
     assert seen == [([tool, "check"], False), ([tool, "write-grub-acs", "--dry-run"], False)]
 
 
 def test_main_missing_rdma_topo_json(tmp_path, monkeypatch, run_module):
-    monkeypatch.setattr(pcie_acs, "RDMA_TOPO_PATHS", ())
+    monkeypatch.setattr(pcie_acs_module, "RDMA_TOPO_PATHS", ())
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, *a, **k: None)
-    result = run_module(pcie_acs, {"root": dma_host(tmp_path).root})
+    result = run_module(pcie_acs_module, {"root": dma_host(tmp_path).root})
     assert result["failed"] is True and result["changed"] is False
     assert "refusing to guess" in result["msg"] and result["direct_nic"]["platform"] is True
-    bad = run_module(pcie_acs, {"root": dma_host(tmp_path / "b").root, "direct_nic": "maybe"})
+    bad = run_module(pcie_acs_module, {"root": dma_host(tmp_path / "b").root, "direct_nic": "maybe"})
     assert bad["failed"] is True and "direct_nic" in bad["msg"]

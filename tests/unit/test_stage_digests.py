@@ -36,13 +36,13 @@ def _touch(path):
 
 def test_each_stage_reaches_its_modules_and_their_module_utils():
     drivers = stage_files(ROOT, **STAGES["drivers"])
-    assert "roles/nvidia_driver/tasks/main.yml" in drivers and "library/nvidia_driver_plan.py" in drivers
-    # imported by gpudirect_nvidia_plan, which nvidia_driver_plan imports: reached transitively
+    assert "roles/nvidia_driver/tasks/main.yml" in drivers and "library/gpudirect_plan_nvidia_driver.py" in drivers
+    # imported by gpudirect_nvidia_plan, which gpudirect_plan_nvidia_driver imports: reached transitively
     assert "module_utils/gpudirect_nvlink_plan.py" in drivers and "module_utils/gpudirect_nvidia_gpus.py" in drivers
-    assert "library/pcie_acs.py" not in drivers and not any(f.startswith("roles/pcie_acs/") for f in drivers)
+    assert "library/gpudirect_pcie_acs.py" not in drivers and not any(f.startswith("roles/pcie_acs/") for f in drivers)
     acs = stage_files(ROOT, **STAGES["pcie_acs"])
-    assert "library/pcie_acs.py" in acs and "module_utils/gpudirect_rdma_topo.py" in acs
-    assert "library/nvidia_driver_plan.py" not in acs
+    assert "library/gpudirect_pcie_acs.py" in acs and "module_utils/gpudirect_rdma_topo.py" in acs
+    assert "library/gpudirect_plan_nvidia_driver.py" not in acs
     assert not any(f.endswith(".md") for f in drivers + acs)
 
 
@@ -51,7 +51,7 @@ def test_a_change_in_one_role_changes_only_its_stage(toolkit):
     _touch(str(toolkit / "roles" / "nvidia_driver" / "tasks" / "imex.yml"))
     after = stage_digests({}, str(toolkit), STAGES)
     assert [s for s in STAGES if before[s] != after[s]] == ["drivers"]
-    _touch(str(toolkit / "library" / "pcie_acs.py"))
+    _touch(str(toolkit / "library" / "gpudirect_pcie_acs.py"))
     again = stage_digests({}, str(toolkit), STAGES)
     assert [s for s in STAGES if after[s] != again[s]] == ["pcie_acs"]
     # a README is documentation: no stage

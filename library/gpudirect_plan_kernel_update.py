@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: kernel_update_plan
+module: gpudirect_plan_kernel_update
 short_description: Read a node's kernel packages, running and default boot kernel for the kernel update's plan
 description:
   - The read-only first step of C(playbooks/kernel_update.yml), before any node is locked or drained. Returns, for
@@ -59,12 +59,12 @@ notes:
 
 EXAMPLES = r"""
 - name: Read the kernel packages, refreshing the package lists first
-  kernel_update_plan:
+  gpudirect_plan_kernel_update:
     packages: [linux-image-amd64, linux-headers-amd64]
   register: kernel_plan
 
 - name: Judge this node against a known target
-  kernel_update_plan:
+  gpudirect_plan_kernel_update:
     packages: [linux-image-amd64, linux-headers-amd64]
     target: 6.1.192-2
     refresh: false

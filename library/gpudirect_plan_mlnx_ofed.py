@@ -5,7 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: mlnx_ofed_plan
+module: gpudirect_plan_mlnx_ofed
 short_description: Decide what the mlnx_ofed role would change on this node, and what that would disrupt
 description:
   - Reads the installed OFED stack (C(ofed_info -s)), the installed and held OFED packages (dpkg-query, or rpm and
@@ -108,7 +108,7 @@ author:
 
 EXAMPLES = r"""
 - name: Plan the OFED stage
-  mlnx_ofed_plan:
+  gpudirect_plan_mlnx_ofed:
     method: doca
     wanted_version: 24.10-1.1.4
     profile: doca-ofed

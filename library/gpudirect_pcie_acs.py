@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: pcie_acs
+module: gpudirect_pcie_acs
 short_description: Clear, restore or report PCIe Access Control Services (ACS) on selected PCI bridges
 description:
   - Selects PCI bridges (PLX/Broadcom PEX switch ports, the bridges between GPUs and RDMA NICs,
@@ -174,35 +174,35 @@ requirements:
 
 EXAMPLES = r"""
 - name: Clear ACS on the PLX / Broadcom PEX switch ports
-  pcie_acs:
+  gpudirect_pcie_acs:
   become: true
 
 - name: Clear ACS only on the bridges between GPUs and RDMA NICs
-  pcie_acs:
+  gpudirect_pcie_acs:
     mode: gpu_nic_path
     pairs: "{{ ansible_facts.gpudirect.pairs }}"
   become: true
 
 - name: Clear ACS on two named bridges only
-  pcie_acs:
+  gpudirect_pcie_acs:
     mode: none
     include: ["0000:02:08.0", "02:10.0"]
   become: true
 
 - name: Restore the kernel's default ACS on the PLX ports
-  pcie_acs:
+  gpudirect_pcie_acs:
     state: enabled
   become: true
 
 - name: On a ConnectX-8 / Grace direct-NIC host, get the pci=config_acs value rdma_topo computes
-  pcie_acs:
+  gpudirect_pcie_acs:
     mode: plx
     direct_nic: auto
   become: true
   register: acs
 
 - name: Report ACS on every bridge, change nothing
-  pcie_acs:
+  gpudirect_pcie_acs:
     mode: all
     state: query
   become: true

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: gpudirect_peermem_plan
+module: gpudirect_plan_peermem
 short_description: Choose the GPUDirect RDMA peer-memory path (dma-buf, nvidia-peermem, nv_peer_mem) and plan it, read-only
 description:
   - Reads the host (never changes it) and decides how the NIC reaches GPU memory, for the
@@ -72,7 +72,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Plan the peer-memory path
-  gpudirect_peermem_plan:
+  gpudirect_plan_peermem:
     mechanism: "{{ gpudirect_peermem_mechanism }}"
     facts: "{{ ansible_facts.gpudirect | default({}) }}"
   register: gpudirect_peermem_plan

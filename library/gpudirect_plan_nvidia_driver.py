@@ -7,7 +7,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: nvidia_driver_plan
+module: gpudirect_plan_nvidia_driver
 short_description: Probe the NVIDIA driver on a host and decide what the nvidia_driver role does
 description:
   - Reads the installed driver packages, the nvidia module (loaded and on disk), OFED, the DKMS build
@@ -126,7 +126,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Plan the driver
-  nvidia_driver_plan:
+  gpudirect_plan_nvidia_driver:
     branch: "{{ nvidia_driver_branch }}"
     version: "{{ nvidia_driver_version }}"
     flavor: "{{ nvidia_driver_flavor }}"
