@@ -312,6 +312,9 @@ _NIC_MARKERS = {
     "deferred": "HIDDEN by the firmware until ADVANCED_PCI_SETTINGS=1 is in effect (set by the run after the reset)",
     "skipped": "SKIPPED",
 }
+# how a status reads in "configuration not read (...)"
+_NIC_STATUS_LABEL = {"not_read": "no plan in this run", "not_configured": "not configured", "tool_missing": "tool missing",
+                     "no_card": "no card", "not_queried": "not queried"}
 _SOFTWARE_RDMA_DRIVERS = ("rdma_rxe", "siw")
 _NIC_PLAN_KEYS = ("wanted", "devices")
 
@@ -325,7 +328,8 @@ def _nic_status(nic_config):
     """(status, reason) of the firmware configuration read as a whole."""
     if nic_config is None:
         return ("not_read", "the nic_config plan (roles/nic_config/tasks/plan.yml) did not run on this host in this "
-                            "run (its stage was skipped or left out by tag): firmware configuration not read")
+                            "run: no plan pass and no nic_config stage (playbooks/verify.yml alone, or the stage "
+                            "left out by tag)")
     wanted = nic_config.get("wanted")
     if isinstance(wanted, str):     # a plan record templated to text: "True" / "False"
         wanted = wanted.strip().lower() in ("true", "yes", "1")
@@ -467,7 +471,7 @@ def gpudirect_nic_firmware_lines(facts, nic_config=None, indent="  "):
             summary = "every managed parameter as the knobs want"
         title = "NIC firmware: configuration read by nic_config; " + summary
     else:
-        title = "NIC firmware: configuration not read (%s): %s" % (status.replace("_", " "), reason)
+        title = "NIC firmware: configuration not read (%s): %s" % (_NIC_STATUS_LABEL.get(status, status), reason)
     lines = [indent + title]
     if not cards:
         lines.append(indent + "  no RDMA NIC with a PCI function in the facts")
@@ -477,7 +481,8 @@ def gpudirect_nic_firmware_lines(facts, nic_config=None, indent="  "):
             (" " + card["part"]) if card["part"] else "",
             card["fw_ver"] or "unknown (no fw_ver in /sys/class/infiniband)"))
         if card["status"] != status:
-            lines.append(indent + "    configuration not read (%s): %s" % (card["status"].replace("_", " "),
+            lines.append(indent + "    configuration not read (%s): %s" % (_NIC_STATUS_LABEL.get(card["status"],
+                                                                                                card["status"]),
                                                                            card["reason"]))
         if card["status"] == "read" and card["current_known"] is False:
             lines.append(indent + "    the tool printed Next Boot only: a value waiting for a firmware reset cannot "

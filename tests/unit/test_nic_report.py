@@ -196,6 +196,10 @@ def test_no_card_gives_the_module_reason(tmp_path, run_module):
 def test_absent_plan_says_it_was_not_read(tmp_path):
     [card] = report.gpudirect_nic_firmware(facts_of(tree_with(tmp_path, CX, "28.40.1000")), None)
     assert card["status"] == "not_read" and "did not run on this host" in card["reason"]
+    # the verify role's report on the lent H100 node (no plan pass in that run) printed
+    # "configuration not read (not read)" before this label
+    title = report.gpudirect_nic_firmware_lines(facts_of(tree_with(tmp_path / "again", CX, "28.40.1000")), None)[0]
+    assert title.startswith("  NIC firmware: configuration not read (no plan in this run): the nic_config plan")
 
 
 @pytest.mark.parametrize("plan, words", [
