@@ -709,7 +709,8 @@ def gpudirect_verify_verdict(inputs):
                                  % (", ".join(unknown), ", ".join(VERDICT_INPUTS)))
     skip = inputs.get("skip") or None
     host = inputs.get("host") or ""
-    record = gpudirect_verify_record(None if skip else inputs.get("result"), host, skip, inputs.get("check_mode"),
+    # with a skip the record reads no result
+    record = gpudirect_verify_record(inputs.get("result"), host, skip, inputs.get("check_mode"),
                                      inputs.get("time"), inputs.get("gpu_count"), inputs.get("coverage"))
     record["notes"] = record["notes"] + [n for n in (inputs.get("notes") or []) if n]
     try:

@@ -40,12 +40,15 @@ def _role(root, name, files):
         path.write_text("---\n" + textwrap.dedent(text))
 
 
-def _real_tasks(role, name, first, stop):
-    """A real task file of the project, from the task named ``first`` to the one named ``stop``."""
+def _real_tasks(role, name, first, stop=None):
+    """A real task file of the project, from the task named ``first`` to the one named ``stop``
+    (to its end without ``stop``)."""
     with open(os.path.join(ROOT, "roles", role, "tasks", name)) as handle:
         text = handle.read()
-    assert "- name: %s\n" % first in text and "- name: %s\n" % stop in text, (role, name, first, stop)
-    body = text.split("- name: %s\n" % first, 1)[1].split("- name: %s\n" % stop, 1)[0]
+    assert "- name: %s\n" % first in text and (stop is None or "- name: %s\n" % stop in text), (role, name, first, stop)
+    body = text.split("- name: %s\n" % first, 1)[1]
+    if stop is not None:
+        body = body.split("- name: %s\n" % stop, 1)[0]
     return "- name: %s\n%s" % (first, body)
 
 
@@ -174,8 +177,7 @@ def _project(tmp_path):
         # what earlier runs left behind (tests/unit/test_drain_left_drained_note.py tests the real one)
         "left_behind.yml": "- name: No node left behind\n  ansible.builtin.debug:\n    msg: no note\n",
         # the real entry point's decision (its scheduler reads need the role's defaults)
-        "budget.yml": "- name: Weigh this batch" + open(os.path.join(ROOT, "roles", "gpudirect_drain", "tasks",
-                                                                  "budget.yml")).read().split("- name: Weigh this batch", 1)[1],
+        "budget.yml": _real_tasks("gpudirect_drain", "budget.yml", "Weigh this batch against the campaign's budgets"),
         # the real entry point: what it does is what these tests are about
         "disrupt.yml": open(os.path.join(ROOT, "roles", "gpudirect_drain", "tasks", "disrupt.yml")).read().split("\n", 1)[1],
         "failed.yml": _log("failed") + textwrap.dedent("""\
