@@ -1,6 +1,6 @@
 """Callback: a run summary file per run, and a Prometheus textfile a site can enable (issue #30, outcome 5).
 
-What it records and how it is written live in module_utils/gpudirect_run_summary.py (one
+What it records and how it is written live in plugin_utils/gpudirect_run_summary.py (one
 implementation, exercised by the unit tests); this plugin only turns Ansible's events into
 calls of ``gpudirect_run_summary.Summary``.
 """
@@ -55,10 +55,14 @@ from ansible import constants as C
 from ansible.module_utils.ansible_release import __version__ as ANSIBLE_VERSION
 from ansible.plugins.callback import CallbackBase
 
-# the project's module_utils, importable here as in the filter plugins (one implementation)
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
+# The project's module_utils/ (shipped to nodes with the modules) and plugin_utils/ (controller
+# only), importable here as ansible.module_utils.<name>: Ansible loads this file by path and
+# ships module_utils only to modules. The collection build rewrites these imports to the
+# collection's plugins/module_utils and plugins/plugin_utils (scripts/build-collection.sh).
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _UTILS in (os.path.join(_PROJECT, "module_utils"), os.path.join(_PROJECT, "plugin_utils")):
+    if _UTILS not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_UTILS)
 
 from ansible.module_utils import gpudirect_run_summary as _summary  # noqa: E402
 

@@ -10,7 +10,7 @@ Filters
     Map one distance class of that matrix (``PIX``, ``SYS``, ``NV18`` ...) to
     ``good`` / ``warn`` / ``bad`` for GPUDirect RDMA.
 
-Both are module_utils/gpudirect_topo_matrix.py, the one implementation, which the other
+Both are plugin_utils/gpudirect_topo_matrix.py, the one implementation, which the other
 filter files call too. Every filter is a pure function of its arguments.  Input that cannot be
 understood raises ``AnsibleFilterError``; where the problem sits on one line,
 the message gives the 1-based line number and the line itself, quoted with
@@ -41,11 +41,14 @@ import os
 from ansible.errors import AnsibleFilterError
 import ansible.module_utils
 
-# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
-# path and ships module_utils only to modules): the same file, one implementation.
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
+# The project's module_utils/ (shipped to nodes with the modules) and plugin_utils/ (controller
+# only), importable here as ansible.module_utils.<name>: Ansible loads this file by path and
+# ships module_utils only to modules. The collection build rewrites these imports to the
+# collection's plugins/module_utils and plugins/plugin_utils (scripts/build-collection.sh).
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _UTILS in (os.path.join(_PROJECT, "module_utils"), os.path.join(_PROJECT, "plugin_utils")):
+    if _UTILS not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_UTILS)
 
 from ansible.module_utils import gpudirect_topo_matrix as _matrix  # noqa: E402
 

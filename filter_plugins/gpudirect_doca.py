@@ -3,7 +3,7 @@
 ``release | mlnx_ofed_doca_distro(os_family, distribution, version)`` -> e.g. 'rhel9.4' for
 DOCA 2.9.1 on EL 9.4, 'rhel9' for DOCA 3.2.0 and later, 'ubuntu24.04', 'debian12'; '' when
 not known (the role's validation then names mlnx_ofed_repo_distro). The decision lives in
-module_utils/gpudirect_doca.py (one implementation, also used by the unit tests); this file
+plugin_utils/gpudirect_doca.py (one implementation, also used by the unit tests); this file
 loads it by path, as Ansible loads filters.
 """
 
@@ -11,9 +11,14 @@ import os
 
 import ansible.module_utils
 
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
+# The project's module_utils/ (shipped to nodes with the modules) and plugin_utils/ (controller
+# only), importable here as ansible.module_utils.<name>: Ansible loads this file by path and
+# ships module_utils only to modules. The collection build rewrites these imports to the
+# collection's plugins/module_utils and plugins/plugin_utils (scripts/build-collection.sh).
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _UTILS in (os.path.join(_PROJECT, "module_utils"), os.path.join(_PROJECT, "plugin_utils")):
+    if _UTILS not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_UTILS)
 
 from ansible.module_utils import gpudirect_doca as _DOCA  # noqa: E402
 

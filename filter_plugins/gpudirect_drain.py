@@ -19,7 +19,7 @@ these filters only call them from the controller:
 ``argv | gpudirect_drain_command_line``
     an argv list as one shell-quoted command line an admin can paste.
 ``ansible_facts.gpudirect | gpudirect_drain_hardware``
-    the node's hardware inventory, kept before a disruption (module_utils/gpudirect_hardware.py).
+    the node's hardware inventory, kept before a disruption (plugin_utils/gpudirect_hardware.py).
 ``before | gpudirect_drain_hardware_judge(ansible_facts.gpudirect, accept)``
     ``{findings, accepted, table}``: what the node lost or degraded since, as rows and as lines.
 """
@@ -35,11 +35,14 @@ from ansible.errors import AnsibleFilterError
 
 import ansible.module_utils
 
-# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
-# path and ships module_utils only to modules): the same file, one implementation.
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
+# The project's module_utils/ (shipped to nodes with the modules) and plugin_utils/ (controller
+# only), importable here as ansible.module_utils.<name>: Ansible loads this file by path and
+# ships module_utils only to modules. The collection build rewrites these imports to the
+# collection's plugins/module_utils and plugins/plugin_utils (scripts/build-collection.sh).
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _UTILS in (os.path.join(_PROJECT, "module_utils"), os.path.join(_PROJECT, "plugin_utils")):
+    if _UTILS not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_UTILS)
 
 from ansible.module_utils import gpudirect_lock as _lock  # noqa: E402
 from ansible.module_utils import gpudirect_hardware as _hardware  # noqa: E402

@@ -1,9 +1,9 @@
 """GDRCopy, DCGM and module signing checks of ``gpudirect_verify``, and their place in the host's record.
 
 * ``gpudirect_gdrcopy_check`` judges the registered runs of ``gdrcopy_sanity`` and
-  ``gdrcopy_copybw`` (parsers: ``module_utils/gpudirect_gdrcopy.py``).
+  ``gdrcopy_copybw`` (parsers: ``plugin_utils/gpudirect_gdrcopy.py``).
 * ``gpudirect_dcgm_check`` judges the registered run of ``dcgmi diag -r N -j``
-  (parser: ``module_utils/gpudirect_dcgm.py``).
+  (parser: ``plugin_utils/gpudirect_dcgm.py``).
 * ``gpudirect_signing_check`` judges gpudirect_module_signing's read-only check of
   the chain for the running and the next boot kernel
   (``module_utils/gpudirect_secure_boot.py`` ``verification_check``).
@@ -11,7 +11,7 @@
   (``module_utils/gpudirect_nvlink.py`` ``judge_fabric``): Completed/Success, or a failure
   naming the GPUs; skipped where no GPU is on a fabric.
 * ``gpudirect_in_service_check`` judges, read-only, a node in service whose data path
-  the role leaves alone (``module_utils/gpudirect_in_service.py``): driver, an ACTIVE
+  the role leaves alone (``plugin_utils/gpudirect_in_service.py``): driver, an ACTIVE
   RDMA port, a peer-memory path.
 The verdict filter ``gpudirect_verify_verdict`` (filter_plugins/gpudirect_verify.py)
 puts the checks in the host's record: each one under ``checks`` and as a line of
@@ -29,10 +29,14 @@ from ansible.errors import AnsibleFilterError
 
 import ansible.module_utils
 
-# The project's module_utils, importable here as on the nodes (one implementation).
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
+# The project's module_utils/ (shipped to nodes with the modules) and plugin_utils/ (controller
+# only), importable here as ansible.module_utils.<name>: Ansible loads this file by path and
+# ships module_utils only to modules. The collection build rewrites these imports to the
+# collection's plugins/module_utils and plugins/plugin_utils (scripts/build-collection.sh).
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _UTILS in (os.path.join(_PROJECT, "module_utils"), os.path.join(_PROJECT, "plugin_utils")):
+    if _UTILS not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_UTILS)
 
 from ansible.module_utils import gpudirect_dcgm as _dcgm  # noqa: E402
 from ansible.module_utils import gpudirect_gdrcopy as _gdrcopy  # noqa: E402

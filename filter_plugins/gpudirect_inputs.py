@@ -50,7 +50,8 @@ def _tree(root, rel):
 
 
 def _shared_code(root):
-    """``(modules, module_utils, filters)``: library stems, module_utils stems, filter name -> file."""
+    """``(modules, utils, filters)``: library stems, helper stem -> file (module_utils/ and
+    plugin_utils/, both imported as ``ansible.module_utils.<stem>``), filter name -> file."""
     def stems(part, suffix=".py"):
         folder = os.path.join(root, part)
         return sorted(f[:-len(suffix)] for f in os.listdir(folder) if f.endswith(suffix)) if os.path.isdir(folder) else []
@@ -61,7 +62,8 @@ def _shared_code(root):
         body = text.split("def filters(self)", 1)[-1] if "def filters(self)" in text else ""
         for name in _FILTER_NAMES.findall(body):
             filters[name] = rel
-    return stems("library"), stems("module_utils"), filters
+    utils = dict((stem, "%s/%s.py" % (part, stem)) for part in ("module_utils", "plugin_utils") for stem in stems(part))
+    return stems("library"), utils, filters
 
 
 def stage_files(root, roles, playbooks):
@@ -86,7 +88,7 @@ def stage_files(root, roles, playbooks):
             found.update("library/%s.py" % m for m in modules if m in words)
             found.update(path for name, path in filters.items() if name in words)
         if rel.endswith(".py"):
-            found.update("module_utils/%s.py" % u for u in _MODULE_UTILS_IMPORT.findall(text) if u in utils)
+            found.update(utils[u] for u in _MODULE_UTILS_IMPORT.findall(text) if u in utils)
         for new in sorted(found - files):
             files.add(new)
             pending.append(new)

@@ -24,10 +24,14 @@ from ansible.errors import AnsibleFilterError
 
 import ansible.module_utils
 
-# the project's module_utils, importable here as on the nodes (one implementation)
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
+# The project's module_utils/ (shipped to nodes with the modules) and plugin_utils/ (controller
+# only), importable here as ansible.module_utils.<name>: Ansible loads this file by path and
+# ships module_utils only to modules. The collection build rewrites these imports to the
+# collection's plugins/module_utils and plugins/plugin_utils (scripts/build-collection.sh).
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _UTILS in (os.path.join(_PROJECT, "module_utils"), os.path.join(_PROJECT, "plugin_utils")):
+    if _UTILS not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_UTILS)
 
 from ansible.module_utils import gpudirect_kernel_update as _KU  # noqa: E402
 

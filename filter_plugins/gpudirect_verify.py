@@ -25,7 +25,7 @@ fails the host like ``failed``; host memory passes where it was asked for
 the node has no GPU at all ("no GPU: RDMA path proven with host memory").
 
 ``gpudirect_verify_pairs`` plans the GPU/NIC pairs of ``gpudirect_verify_coverage``
-(``module_utils/gpudirect_coverage.py``); the role runs the module once per pair and
+(``plugin_utils/gpudirect_coverage.py``); the role runs the module once per pair and
 registers the loop, whose ``results`` the record judges one by one. The role registers the module with
 ``failed_when: false`` (so that the report is written before the host fails), which
 hides the module's own ``failed`` flag; the judgment therefore never relies on it.
@@ -38,11 +38,14 @@ from ansible.errors import AnsibleFilterError
 
 import ansible.module_utils
 
-# The project's module_utils, importable here as on the nodes (Ansible loads filter files by
-# path and ships module_utils only to modules): the same file, one implementation.
-_MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_MODULE_UTILS)
+# The project's module_utils/ (shipped to nodes with the modules) and plugin_utils/ (controller
+# only), importable here as ansible.module_utils.<name>: Ansible loads this file by path and
+# ships module_utils only to modules. The collection build rewrites these imports to the
+# collection's plugins/module_utils and plugins/plugin_utils (scripts/build-collection.sh).
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _UTILS in (os.path.join(_PROJECT, "module_utils"), os.path.join(_PROJECT, "plugin_utils")):
+    if _UTILS not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_UTILS)
 
 from ansible.module_utils import gpudirect_coverage as _coverage  # noqa: E402
 from ansible.module_utils import gpudirect_crosscheck as _xc  # noqa: E402
@@ -283,7 +286,7 @@ def gpudirect_verify_record(result=None, host="", skip=None, check_mode=False, t
 
 def gpudirect_verify_pairs(facts, coverage="nearest", gpu="", rdma_device="", mode="auto"):
     """The pairs the role runs the module on: ``[{gpu, nic, distance}]`` (see
-    ``module_utils/gpudirect_coverage.py``)."""
+    ``plugin_utils/gpudirect_coverage.py``)."""
     try:
         return _coverage.plan_pairs(facts if isinstance(facts, dict) else {}, coverage, gpu or "",
                                     rdma_device or "", host_memory=(mode == "host"))
@@ -293,7 +296,7 @@ def gpudirect_verify_pairs(facts, coverage="nearest", gpu="", rdma_device="", mo
 
 def gpudirect_verify_missing_packages(query_output, wanted, manager):
     """The build packages of ``wanted`` that the package query (``dpkg`` or ``rpm``, see
-    ``module_utils/gpudirect_loopback_packages.py``) does not list as installed."""
+    ``plugin_utils/gpudirect_loopback_packages.py``) does not list as installed."""
     try:
         return _packages.missing_packages(query_output, wanted, manager)
     except _packages.PackageQueryError as exc:
@@ -471,7 +474,7 @@ def gpudirect_verify_fleet_table(records, hosts=None):
     return lines + _fabric_fleet_lines([by_host[h] for h in order if h in by_host]) + problems
 
 
-# ---- The fabric between nodes (gpudirect_verify_fabric; module_utils/gpudirect_ring.py) ----
+# ---- The fabric between nodes (gpudirect_verify_fabric; plugin_utils/gpudirect_ring.py) ----
 
 FABRIC_NOT_PROVEN = ("the fabric path between nodes was not proven (only this node's own loopback ran): set "
                      "gpudirect_verify_fabric: ring to prove it across the nodes of the batch")

@@ -12,7 +12,9 @@
 #   roles/ playbooks/                -> as they are; site.yml -> playbooks/site.yml (its
 #                                       import_playbook paths made relative to playbooks/)
 #   library/*.py                     -> plugins/modules/
-#   module_utils/*.py                -> plugins/module_utils/
+#   module_utils/*.py                -> plugins/module_utils/ (the modules' helpers, shipped to nodes)
+#   plugin_utils/*.py                -> plugins/plugin_utils/ (the filters' and callbacks' helpers,
+#                                       controller only)
 #   filter_plugins/*.py              -> plugins/filter/
 #   filter_plugins/*.yml             -> plugins/filter/ (each filter's documentation, for ansible-doc)
 #   callback_plugins/*.py            -> plugins/callback/
@@ -21,11 +23,11 @@
 #                                       for scripts/sanity.sh and for Galaxy users who run it)
 #   meta/runtime.yml, CHANGELOG.md   -> copied from the root
 #
-# and, in the staged copy only, rewrites the imports of the project's own module_utils
-# (`from ansible.module_utils.gpudirect_x import ...`, `from ansible.module_utils import gpudirect_x`)
-# to the collection's names (ansible_collections.NAMESPACE.NAME.plugins.module_utils.gpudirect_x),
-# which is how a module in a collection finds its module_utils. It fails when an import of a
-# project module_utils is left unrewritten. The same for the modules' doc fragments: an
+# and, in the staged copy only, rewrites the imports of the project's own module_utils and
+# plugin_utils (`from ansible.module_utils.gpudirect_x import ...`, `from ansible.module_utils import
+# gpudirect_x`: in a checkout both folders are on that package's path) to the collection's names
+# (ansible_collections.NAMESPACE.NAME.plugins.module_utils.gpudirect_x, or .plugin_utils.), which is
+# how a plugin in a collection finds them. It fails when an import of either is left unrewritten. The same for the modules' doc fragments: an
 # `extends_documentation_fragment` entry naming a file of doc_fragments/ (`gpudirect_x`,
 # `gpudirect_x.var`, which the checkout resolves through ./ansible.cfg's doc_fragment_plugins)
 # becomes `NAMESPACE.NAME.gpudirect_x[.var]`, the only name an installed collection resolves. Then `ansible-galaxy collection build` runs in the
@@ -51,7 +53,7 @@ with open("galaxy.yml") as f:
 print(g["namespace"], g["name"], g["version"])
 EOF
 )
-prefix="ansible_collections.${namespace}.${name}.plugins.module_utils"
+prefix="ansible_collections.${namespace}.${name}.plugins"
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -63,10 +65,11 @@ if grep -Eq 'import_playbook:[[:space:]]*playbooks/' "$stage/playbooks/site.yml"
   echo "[build-collection] playbooks/site.yml still imports playbooks/...: the rewrite missed a line" >&2
   exit 1
 fi
-mkdir -p "$stage/plugins/modules" "$stage/plugins/module_utils" "$stage/plugins/filter" \
+mkdir -p "$stage/plugins/modules" "$stage/plugins/module_utils" "$stage/plugins/plugin_utils" "$stage/plugins/filter" \
          "$stage/plugins/callback" "$stage/plugins/doc_fragments" "$stage/meta" "$stage/tests/sanity"
 cp library/*.py "$stage/plugins/modules/"
 cp module_utils/*.py "$stage/plugins/module_utils/"
+cp plugin_utils/*.py "$stage/plugins/plugin_utils/"
 cp filter_plugins/*.py "$stage/plugins/filter/"
 cp filter_plugins/*.yml "$stage/plugins/filter/"
 cp callback_plugins/*.py "$stage/plugins/callback/"
@@ -77,18 +80,21 @@ cp meta/runtime.yml "$stage/meta/runtime.yml"
 cp CHANGELOG.md "$stage/CHANGELOG.md"
 find "$stage" \( -name __pycache__ -o -name '*.pyc' -o -name .molecule \) -prune -exec rm -rf {} +
 
-# the project's module_utils are the files under module_utils/; only imports of those are rewritten
-own=$(cd module_utils && ls -1 *.py | sed 's/\.py$//' | paste -sd'|')
-find "$stage/plugins" -name '*.py' -print0 | xargs -0 sed -i -E \
-  -e "s/^([[:space:]]*)from ansible\.module_utils\.(${own})([[:space:]]+import[[:space:]])/\1from ${prefix}.\2\3/" \
-  -e "s/^([[:space:]]*)from ansible\.module_utils import (${own})([[:space:],]|$)/\1from ${prefix} import \2\3/" \
-  -e "s/^([[:space:]]*)import ansible\.module_utils\.(${own})([[:space:]]|$)/\1import ${prefix}.\2\3/"
-left=$(grep -rnE "ansible\.module_utils(\.| import )(${own})\b" "$stage/plugins" || true)
-if [[ -n "$left" ]]; then
-  echo "[build-collection] imports of the project's module_utils left unrewritten:" >&2
-  echo "$left" >&2
-  exit 1
-fi
+# the project's helpers are the files under module_utils/ and plugin_utils/; only imports of
+# those are rewritten, each to the folder it is in
+for utils in module_utils plugin_utils; do
+  own=$(cd "$utils" && ls -1 *.py | sed 's/\.py$//' | paste -sd'|')
+  find "$stage/plugins" -name '*.py' -print0 | xargs -0 sed -i -E \
+    -e "s/^([[:space:]]*)from ansible\.module_utils\.(${own})([[:space:]]+import[[:space:]])/\1from ${prefix}.${utils}.\2\3/" \
+    -e "s/^([[:space:]]*)from ansible\.module_utils import (${own})([[:space:],]|$)/\1from ${prefix}.${utils} import \2\3/" \
+    -e "s/^([[:space:]]*)import ansible\.module_utils\.(${own})([[:space:]]|$)/\1import ${prefix}.${utils}.\2\3/"
+  left=$(grep -rnE "ansible\.module_utils(\.| import )(${own})\b" "$stage/plugins" || true)
+  if [[ -n "$left" ]]; then
+    echo "[build-collection] imports of the project's $utils left unrewritten:" >&2
+    echo "$left" >&2
+    exit 1
+  fi
+done
 
 # doc fragments: the project's are the files under doc_fragments/; only entries naming those are
 # rewritten, inside each staged module's extends_documentation_fragment list (or one-line value)

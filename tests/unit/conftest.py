@@ -2,7 +2,8 @@
 
 Ansible ships custom module_utils to the target as ``ansible.module_utils.<name>``;
 adding the project's ``module_utils/`` to that package's search path lets the tests
-import ``library/*.py`` exactly as Ansible runs them.
+import ``library/*.py`` exactly as Ansible runs them. ``plugin_utils/`` (the filters' and
+callbacks' controller-only helpers) joins the same path, as the filter files add it.
 """
 
 import json
@@ -17,9 +18,9 @@ PROJECT_FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 # the H200 node's raw outputs (nvidia-smi, sysfs, /proc; README.md one folder up)
 H200_CAPTURE = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "capture")
 
-_mu = os.path.join(ROOT, "module_utils")
-if _mu not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(_mu)
+for _utils in (os.path.join(ROOT, "module_utils"), os.path.join(ROOT, "plugin_utils")):
+    if _utils not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_utils)
 
 # the playbooks these tests run write no run summaries (tests/unit/test_run_summary.py
 # turns them on where it checks them) and log to a file of their own, not logs/ansible.log

@@ -104,7 +104,7 @@ def _digest(folder):
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("collection")
-    before = {d: _digest(os.path.join(ROOT, d)) for d in ("library", "module_utils", "filter_plugins")}
+    before = {d: _digest(os.path.join(ROOT, d)) for d in ("library", "module_utils", "plugin_utils", "filter_plugins")}
     proc = _run(["bash", os.path.join(ROOT, "scripts", "build-collection.sh"), str(tmp / "dist")], tmp,
                 _clean_env(tmp), "scripts/build-collection.sh")
     tarball = proc.stdout.strip().splitlines()[-1]
@@ -134,13 +134,16 @@ def test_tarball_holds_roles_playbooks_and_plugins(built):
     for required in ("LICENSE", "README.md", "meta/runtime.yml", "playbooks/site.yml",
                      "roles/pcie_acs/tasks/plan.yml", "plugins/modules/gpudirect_facts.py",
                      "plugins/module_utils/gpudirect_pcie_acs.py", "plugins/filter/gpudirect_input_rules.py",
+                     "plugins/plugin_utils/gpudirect_input_rules.py",
                      "plugins/callback/gpudirect_left_behind.py", "plugins/doc_fragments/gpudirect_attributes.py"):
         assert required in names, required
     assert any(n.startswith("tests/sanity/ignore-") for n in names), sorted(n for n in names if n.startswith("tests"))
     library = sorted(f for f in os.listdir(os.path.join(ROOT, "library")) if f.endswith(".py"))
     assert sorted(os.path.basename(n) for n in modules) == library
+    # the controller-only helpers are not among the module_utils a module could be shipped with
+    assert not any(n.startswith("plugins/module_utils/") and n.endswith("/gpudirect_input_rules.py") for n in names)
     assert not any(n.startswith(("molecule/", "inventory/", "scripts/", ".venv/", "library/", "module_utils/",
-                                 "filter_plugins/", "doc_fragments/")) for n in names), sorted(names)[:20]
+                                 "plugin_utils/", "filter_plugins/", "doc_fragments/")) for n in names), sorted(names)[:20]
     assert not any(n.startswith("tests/") and not n.startswith("tests/sanity") for n in names), \
         sorted(n for n in names if n.startswith("tests/"))
     # the staged modules import the collection's module_utils, none the playbook-repo names

@@ -1,4 +1,4 @@
-"""dcgmi diag parser (module_utils/gpudirect_dcgm.py).
+"""dcgmi diag parser (plugin_utils/gpudirect_dcgm.py).
 
 Fixtures and their sources: tests/fixtures/dcgm/README.md (the text tables and the DCGM 3
 JSON are published outputs; the DCGM 4 JSON files are built to NVIDIA's schema and say so).

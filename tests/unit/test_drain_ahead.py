@@ -1,4 +1,4 @@
-"""Waits overlap (issue #30, outcome 4): module_utils/gpudirect_rolling.py drain_ahead, order, the budget
+"""Waits overlap (issue #30, outcome 4): plugin_utils/gpudirect_rolling.py drain_ahead, order, the budget
 counting nodes drained ahead, and the final table naming a node drained ahead that a stopped run never
 reached (module_utils/gpudirect_lock.py). The role's tasks run in the rolling Molecule scenario's "ahead"
 run (molecule/rolling, real gpudirect_drain, a fake scheduler with jobs)."""

@@ -1,4 +1,4 @@
-"""Unit tests for filter_plugins/gpudirect.py (the parser and the verdict: module_utils/gpudirect_topo_matrix.py).
+"""Unit tests for filter_plugins/gpudirect.py (the parser and the verdict: plugin_utils/gpudirect_topo_matrix.py).
 
 The topology tests run on real ``nvidia-smi topo -m`` captures: the one from the
 project's H200 node (tests/fixtures/gpu_node/h200/capture/), and public outputs stored under

@@ -1,4 +1,4 @@
-"""GDRCopy output parsers (module_utils/gpudirect_gdrcopy.py) on NVIDIA's published outputs.
+"""GDRCopy output parsers (plugin_utils/gpudirect_gdrcopy.py) on NVIDIA's published outputs.
 
 Fixtures and their sources: tests/fixtures/gdrcopy/README.md.
 """

@@ -1,4 +1,4 @@
-"""Which GPU/NIC pairs the verification tests (module_utils/gpudirect_coverage.py).
+"""Which GPU/NIC pairs the verification tests (plugin_utils/gpudirect_coverage.py).
 
 The topologies are real `nvidia-smi topo -m` outputs (tests/fixtures/topo/, sources in
 its README), read with the project's own parser (filter_plugins/gpudirect.py) and turned

@@ -1,4 +1,4 @@
-"""DOCA-Host repository layout (module_utils/gpudirect_doca.py) against the published
+"""DOCA-Host repository layout (plugin_utils/gpudirect_doca.py) against the published
 layouts in tests/fixtures/doca/repo_layouts.yml (each case names its public source), and
 the mlnx_ofed role's EL vars files, rendered by ansible-core's templar with the role's
 filter plugin, against the same cases."""

@@ -1,4 +1,4 @@
-"""Degraded PCIe links (module_utils/gpudirect_links.py, filter_plugins/gpudirect_links.py).
+"""Degraded PCIe links (plugin_utils/gpudirect_links.py, filter_plugins/gpudirect_links.py).
 
 The healthy inputs are real: the facts module's whole result on the lent H100 node
 (tests/fixtures/gpu_node/h100/gpudirect_facts.json: H100 at 32 GT/s x16 of 32 GT/s x16)

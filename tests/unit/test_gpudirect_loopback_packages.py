@@ -1,4 +1,4 @@
-"""Which build packages of the loopback helper are missing (module_utils/gpudirect_loopback_packages.py),
+"""Which build packages of the loopback helper are missing (plugin_utils/gpudirect_loopback_packages.py),
 read from the package database the way roles/gpudirect_verify/tasks/build_deps.yml asks it."""
 
 import os

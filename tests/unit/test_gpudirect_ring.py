@@ -1,4 +1,4 @@
-"""The fabric ring of gpudirect_verify (module_utils/gpudirect_ring.py) and how the role's
+"""The fabric ring of gpudirect_verify (plugin_utils/gpudirect_ring.py) and how the role's
 filters judge and report its edges (filter_plugins/gpudirect_verify.py:
 gpudirect_verify_ring_plan, gpudirect_verify_fabric, the Markdown page, the fleet table).
 

@@ -1,4 +1,4 @@
-"""A node comes back with what it had (module_utils/gpudirect_hardware.py, issue #29 outcome 6).
+"""A node comes back with what it had (plugin_utils/gpudirect_hardware.py, issue #29 outcome 6).
 
 The inventories come from real facts: the lent H100 node (tests/fixtures/gpu_node/h100/
 gpudirect_facts.json: one H100 at 32 GT/s x16, no RDMA NIC) and the VM node with

@@ -4,7 +4,7 @@ package name, a timeout or a key fingerprint has a rule, and the rule rejects ba
 The test walks every role's meta/argument_specs.yml, classifies each option by its name
 (and type), and looks for its rule: ``choices`` in the spec (checked with ansible-core's
 own ArgumentSpecValidator), or an entry in a ``*_input_rules`` list of the role's
-tasks/validate.yml (checked with module_utils/gpudirect_input_rules.py, the code the
+tasks/validate.yml (checked with plugin_utils/gpudirect_input_rules.py, the code the
 filter ``gpudirect_input_errors`` runs). Each rule must reject the bad values of its
 class (issue #15: /etc/passwd and '..' for files, a newline in a unit or repository
 line, a timeout of 0 or -1, an argv given as a plain string) and accept the default.

@@ -14,7 +14,7 @@ import re
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCANNED = ("library", "module_utils", "filter_plugins", "callback_plugins")
+SCANNED = ("library", "module_utils", "plugin_utils", "filter_plugins", "callback_plugins")
 
 
 def _sources(root=ROOT):

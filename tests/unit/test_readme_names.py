@@ -34,7 +34,7 @@ DOCS = sorted(
     + [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "inventory", "**", "*.md"), recursive=True)]
 )
 
-TOP_DIRS = ("roles", "library", "module_utils", "filter_plugins", "playbooks", "molecule", "tests",
+TOP_DIRS = ("roles", "library", "module_utils", "plugin_utils", "filter_plugins", "playbooks", "molecule", "tests",
             "benchmarks", "scripts", "inventory", "callback_plugins", "doc_fragments", "meta")
 TOP_FILES = ("site.yml", "galaxy.yml", "ansible.cfg", "requirements.yml", "requirements.txt",
              "requirements-test.txt", "bindep.txt", "execution-environment.yml", "CHANGELOG.md", "LICENSE")
@@ -107,13 +107,14 @@ def _code_names():
     playbook vars, module_utils, callback and filter names."""
     names = set()
     for pattern in ("roles/**/*.yml", "playbooks/**/*.yml", "site.yml", "inventory/**/*.yml",
-                    "filter_plugins/*", "library/*.py", "module_utils/*.py", "callback_plugins/*.py"):
+                    "filter_plugins/*", "library/*.py", "module_utils/*.py", "plugin_utils/*.py",
+                    "callback_plugins/*.py"):
         for path in glob.glob(os.path.join(ROOT, pattern), recursive=True):
             with open(path) as handle:
                 text = "\n".join(line for line in handle.read().splitlines()
                                  if not line.lstrip().startswith("#"))
             names |= set(re.findall(r"[A-Za-z_]\w*", text))
-    for folder in ("module_utils", "callback_plugins"):
+    for folder in ("module_utils", "plugin_utils", "callback_plugins"):
         names |= {os.path.splitext(f)[0] for f in os.listdir(os.path.join(ROOT, folder))}
     return names
 

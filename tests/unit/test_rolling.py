@@ -1,4 +1,4 @@
-"""The rolling re-run's decisions (module_utils/gpudirect_rolling.py) and their filters.
+"""The rolling re-run's decisions (plugin_utils/gpudirect_rolling.py) and their filters.
 
 The plan results follow the shared contract of issue #16 (``<role>_plan`` with
 ``changes`` and ``disruption`` lists); the sentences are the contract's own examples.

@@ -2,7 +2,7 @@
 log_path by default, a Prometheus textfile a site can enable.
 
 The callback (callback_plugins/gpudirect_run_summary.py) runs in real ansible-playbook
-runs over local nodes; the recording and rendering (module_utils/gpudirect_run_summary.py)
+runs over local nodes; the recording and rendering (plugin_utils/gpudirect_run_summary.py)
 are also tested alone.
 """
 import configparser

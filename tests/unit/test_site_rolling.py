@@ -56,7 +56,7 @@ def _project(tmp_path):
     root = tmp_path / "project"
     root.mkdir()
     shutil.copy(os.path.join(ROOT, "site.yml"), root / "site.yml")
-    for part in ("playbooks", "filter_plugins", "module_utils"):
+    for part in ("playbooks", "filter_plugins", "module_utils", "plugin_utils"):
         shutil.copytree(os.path.join(ROOT, part), root / part, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "action_plugins").mkdir()
     (root / "action_plugins" / "gpudirect_facts.py").write_text(textwrap.dedent("""\

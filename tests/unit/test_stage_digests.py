@@ -23,7 +23,7 @@ with open(os.path.join(ROOT, "roles", "gpudirect_state", "vars", "main.yml")) as
 def toolkit(tmp_path_factory):
     """A copy of the toolkit's code to change files in."""
     root = tmp_path_factory.mktemp("toolkit")
-    for part in ("playbooks", "roles", "library", "module_utils", "filter_plugins"):
+    for part in ("playbooks", "roles", "library", "module_utils", "plugin_utils", "filter_plugins"):
         shutil.copytree(os.path.join(ROOT, part), str(root / part), ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(ROOT, "site.yml"), str(root / "site.yml"))
     return root

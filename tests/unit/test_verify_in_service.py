@@ -1,7 +1,7 @@
 """gpudirect_verify on a node in service (issue #29 outcome 4): read-only by default on a
 node this run did not drain, the full loopback on a drained one.
 
-The judgment (module_utils/gpudirect_in_service.py) is checked on real facts: the soft-RoCE
+The judgment (plugin_utils/gpudirect_in_service.py) is checked on real facts: the soft-RoCE
 VM of the VM tier (no GPU, rxe0 ACTIVE: tests/fixtures/loopback/) and the lent 2x H200 node
 (two GPUs on NVLink, the open module, no RDMA NIC: tests/fixtures/gpu_node/h200x2/), and on
 those facts with one part taken away. The role is then run on this machine with a stand-in

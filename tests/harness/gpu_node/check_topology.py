@@ -5,7 +5,7 @@
 
 FACTS.json is gpudirect_facts' result on the node, TOPO.txt what ``nvidia-smi topo -m`` printed
 there. Prints the pairs the verification plans (gpudirect_verify_coverage nearest, all, one;
-module_utils/gpudirect_coverage.py) and, per GPU, what the facts and the matrix say. Exits 1
+plugin_utils/gpudirect_coverage.py) and, per GPU, what the facts and the matrix say. Exits 1
 naming each disagreement:
   * the matrix has a GPU row for each GPU of the facts (``GPU<index>``) and no other;
   * a GPU/NIC pair's distance from sysfs is the class the matrix prints (gpudirect_topology.cross_check);
@@ -21,8 +21,8 @@ import sys
 
 import ansible.module_utils
 
-_MU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "module_utils")
-ansible.module_utils.__path__.append(os.path.abspath(_MU))
+_PROJECT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+ansible.module_utils.__path__.extend(os.path.join(_PROJECT, d) for d in ("module_utils", "plugin_utils"))
 from ansible.module_utils import gpudirect_coverage as coverage  # noqa: E402
 from ansible.module_utils import gpudirect_topo_matrix as matrix  # noqa: E402
 from ansible.module_utils import gpudirect_topology as topology  # noqa: E402

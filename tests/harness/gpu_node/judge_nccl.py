@@ -17,8 +17,8 @@ import sys
 
 import ansible.module_utils
 
-_MU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "module_utils")
-ansible.module_utils.__path__.append(os.path.abspath(_MU))
+_PROJECT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+ansible.module_utils.__path__.extend(os.path.join(_PROJECT, d) for d in ("module_utils", "plugin_utils"))
 from ansible.module_utils import gpudirect_crosscheck as xc  # noqa: E402
 
 _RC = re.compile(r"^rc=(\d+)\s*$", re.M)

@@ -79,7 +79,7 @@ PAIR_MCAST_GROUP = "230.0.0.1"
 PROJECT = HERE.parents[2]
 # What a converged test node is made of: a saved disk is valid only while these
 # files are unchanged (their content is hashed; see code_stamp).
-CONVERGE_INPUTS = ("site.yml", "ansible.cfg", "playbooks", "roles", "library", "module_utils",
+CONVERGE_INPUTS = ("site.yml", "ansible.cfg", "playbooks", "roles", "library", "module_utils", "plugin_utils",
                    "filter_plugins", "inventory/testnode", "molecule/rdma", "molecule/resources",
                    "tests/harness/standin_repo", "tests/harness/vm")
 # how long wait-ssh waits for the guest's boot to be over once ssh answers (boot_finished)
