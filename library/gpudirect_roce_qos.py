@@ -13,14 +13,14 @@ short_description: Read, plan and set the RoCE QoS of RDMA ports (trust, PFC, EC
 description:
   - Finds the RDMA ports under C(<root>/sys/class/infiniband) whose C(link_layer) is C(Ethernet) (RoCE) and their
     netdev (C(ports/<n>/gid_attrs/ndevs/0), else the device's C(net/) folder, else soft-RoCE's C(parent) file).
-    InfiniBand ports are returned in C(skipped) with the reason, never changed.
+    InfiniBand ports are returned in C(ports_skipped) with the reason, never changed.
   - Reads only what is wanted, per port, in C(LC_ALL=C) and list form. Trust mode and PFC per priority from
     C(mlnx_qos -i <netdev>) (package C(mlnx-tools) of DOCA-Host / MLNX_OFED); ECN per priority from
     C(/sys/class/net/<netdev>/ecn/roce_np|roce_rp/enable/<0-7>) and the CNP DSCP and 802.1p priority from
     C(/sys/class/net/<netdev>/ecn/roce_np/cnp_dscp|cnp_802p_prio) (the mlx5 files of NVIDIA's "Explicit Congestion
     Notification" page); the MTU from C(/sys/class/net/<netdev>/mtu).
   - A value a port does not expose (no C(mlnx_qos), an output without a trust state or PFC table, no C(ecn/) folder)
-    is reported in C(not_exposed) and left alone, unless the port was named in O(interfaces) and O(state=applied):
+    is reported in C(not_exposed) and left alone, unless the port was named in O(interfaces) and O(state=applied);
     then the module fails before any change, naming the port, the value and why.
   - A trust, PFC or MTU change re-programs a port that may carry traffic, so it is returned in C(disruption); ECN and
     CNP changes are changes only.
@@ -121,7 +121,7 @@ ports:
   returned: always
   type: list
   elements: dict
-skipped:
+ports_skipped:
   description: Ports left out, C(device), C(port), C(netdev), C(reason) (InfiniBand link layer, not named, no netdev).
   returned: always
   type: list
@@ -137,7 +137,7 @@ disruption:
   type: list
   elements: str
 not_exposed:
-  description: C(<netdev>: <value>: <reason>) for each wanted value a port does not expose.
+  description: "C(<netdev>: <value>: <reason>) for each wanted value a port does not expose."
   returned: always
   type: list
   elements: str
@@ -179,7 +179,8 @@ def read_port(module, tool, root, netdev, want):
             parsed = qos.parse_mlnx_qos(out)
             why = "; ".join(parsed["errors"]) or ""
             if rc != 0:
-                why = "mlnx_qos -i %s failed (rc %s): %s" % (netdev, rc, ((out + err).strip().splitlines() or ["no output"])[-1])
+                last = ((out + err).strip().splitlines() or ["no output"])[-1]
+                why = "mlnx_qos -i %s failed (rc %s): %s" % (netdev, rc, last)
             if want.get("trust") is not None:
                 if parsed["trust"] is not None and rc == 0:
                     current["trust"] = parsed["trust"]
@@ -242,8 +243,8 @@ def main():
     )
     p = module.params
     want = dict((k, p[k]) for k in ("trust", "pfc_priorities", "ecn_priorities", "cnp_dscp", "cnp_802p_prio", "mtu"))
-    result = dict(changed=False, wanted=any(v is not None for v in want.values()), ports=[], skipped=[], changes=[],
-                  disruption=[], not_exposed=[], tool_missing="", skip_reason="")
+    result = dict(changed=False, wanted=any(v is not None for v in want.values()), ports=[], ports_skipped=[],
+                  changes=[], disruption=[], not_exposed=[], tool_missing="", skip_reason="")
     errors = qos.validate_wanted(want)
     if errors:
         module.fail_json(msg="gpudirect_roce_qos: " + "; ".join(errors) + ". Fix the variables; nothing was changed.",
@@ -264,17 +265,17 @@ def main():
     for port in qos.find_ports(p["root"]):
         label = "%s port %s" % (port["device"], port["port"])
         if named and port["netdev"] not in named and port["device"] not in named:
-            result["skipped"].append(dict(port, reason="not named in interfaces"))
+            result["ports_skipped"].append(dict(port, reason="not named in interfaces"))
             continue
         seen.update([port["device"], port["netdev"]])
         if port["link_layer"] != "Ethernet":
-            result["skipped"].append(dict(port, reason="%s link layer: RoCE QoS (trust, PFC, ECN) is for Ethernet "
-                                                       "ports; an InfiniBand fabric's QoS is the subnet manager's "
-                                                       "(service levels)" % (port["link_layer"] or "unknown")))
+            reason = ("%s link layer: RoCE QoS (trust, PFC, ECN) is for Ethernet ports; an InfiniBand fabric's QoS "
+                      "is the subnet manager's (service levels)" % (port["link_layer"] or "unknown"))
+            result["ports_skipped"].append(dict(port, reason=reason))
             continue
         if not port["netdev"]:
-            result["skipped"].append(dict(port, reason="no netdev found for %s (no gid_attrs/ndevs/0, no device/net/, "
-                                                       "no parent)" % label))
+            reason = "no netdev found for %s (no gid_attrs/ndevs/0, no device/net/, no parent)" % label
+            result["ports_skipped"].append(dict(port, reason=reason))
             continue
         current, missing = read_port(module, tool, p["root"], port["netdev"], want)
         to_set = qos.compare(current, want)

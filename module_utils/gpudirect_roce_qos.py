@@ -9,7 +9,8 @@ Sources:
   (python/mlnx_qos): ``Priority trust state: <pcp|dscp|none>`` ("none" after "Priority trust state
   is not supported on your system"), then ``PFC configuration:`` with a ``priority 0 .. 7`` row and
   an ``enabled`` row of eight 0/1 values (and, where the driver has buffers, a ``buffer`` row).
-  Real captures: tests/fixtures/roce_qos/ (README.md names each source).
+  The parser is module_utils/gpudirect_nic_config.py's (its captures: tests/fixtures/nic_config/);
+  more real and malformed outputs: tests/fixtures/roce_qos/ (README.md names each source).
 * ECN and CNP: NVIDIA's "Explicit Congestion Notification" page of the DOCA/MLNX_OFED docs
   (https://docs.nvidia.com/doca/sdk/explicit+congestion+notification/index.html):
   ``/sys/class/net/<netdev>/ecn/<roce_np|roce_rp>/enable/<priority 0..7>`` holds 0 or 1;
@@ -27,80 +28,56 @@ __metaclass__ = type
 import os
 import re
 
+from ansible.module_utils.gpudirect_nic_config import parse_mlnx_qos as _nic_parse_mlnx_qos
+
 PRIORITIES = tuple(range(8))
 TRUST_VALUES = ("pcp", "dscp")
 ECN_POINTS = ("roce_np", "roce_rp")
 
-_TRUST = re.compile(r"^\s*Priority trust state:\s*(\S+)\s*$")
-_DCBX = re.compile(r"^\s*DCBX mode:\s*(.+?)\s*$")
-_CABLE = re.compile(r"^\s*Cable len:\s*(\d+)\s*$")
-_ROW = re.compile(r"^\s*(priority|enabled|buffer)\s+([0-9][0-9\s]*)$")
+_UNSUPPORTED = re.compile(r"^\s*(.*(?:is|are) not supported on your system!?)\s*$")
 
 
 def parse_mlnx_qos(text):
-    """``mlnx_qos -i <netdev>`` output -> dict.
+    """``mlnx_qos -i <netdev>`` output -> dict, for the plan.
 
-    ``trust``: ``pcp``/``dscp``, ``None`` when the line is missing or reads ``none`` (the tool could not
-    read it); ``pfc``: the eight 0/1 values of the ``enabled`` row (index = priority), ``None`` when the
-    PFC table is missing, truncated or not eight values; ``buffer``: the ``buffer`` row or ``None``;
-    ``dcbx``, ``cable_len``; ``errors``: sentences for what could not be read (the module reports them,
-    per port, as values it could not read).
+    The reading itself is ``parse_mlnx_qos`` of module_utils/gpudirect_nic_config.py (the project's one
+    parser of this output, strict: it names the line it cannot read); this wraps it for a plan that must
+    go on per port. ``trust``: ``pcp``/``dscp`` or ``None``; ``pfc``: the eight 0/1 values of the
+    ``enabled`` row (index = priority) or ``None``; ``dcbx``, ``cable_len``; ``errors``: sentences for
+    what could not be read. The tool's own "... is not supported on your system" lines (a driver without
+    the trust file, a netdev without DCB) are taken out first and given as the reason.
     """
     if not isinstance(text, str):
         raise TypeError("mlnx_qos output must be text, got %r" % (text,))
-    result = {"dcbx": None, "trust": None, "pfc": None, "buffer": None, "cable_len": None, "errors": []}
-    rows = {}
-    in_pfc = False
-    unsupported = []
+    result = {"dcbx": None, "trust": None, "pfc": None, "cable_len": None, "errors": []}
+    unsupported, kept = [], []
     for line in text.splitlines():
-        if line.strip().endswith("is not supported on your system") or line.strip().endswith(
-                "are not supported on your system"):
-            unsupported.append(line.strip())
-            continue
-        match = _TRUST.match(line)
+        match = _UNSUPPORTED.match(line)
         if match:
-            result["trust"] = match.group(1)
-            continue
-        match = _DCBX.match(line)
-        if match:
-            result["dcbx"] = match.group(1)
-            continue
-        match = _CABLE.match(line)
-        if match:
-            result["cable_len"] = int(match.group(1))
-            continue
-        if line.strip() == "PFC configuration:":
-            in_pfc = True
-            continue
-        if in_pfc:
-            match = _ROW.match(line)
-            if match:
-                rows[match.group(1)] = [int(v) for v in match.group(2).split()]
-                continue
-            if line.strip().startswith("tc:"):
-                in_pfc = False
-    if result["trust"] == "none":
-        result["trust"] = None
+            unsupported.append(match.group(1))
+        else:
+            kept.append(line)
+    trust_none = any(re.match(r"^\s*Priority trust state:\s*none\s*$", line) for line in kept)
+    if trust_none:
+        # the tool prints "none" after it failed to read the trust state: read the rest without it
+        kept = [line for line in kept if not re.match(r"^\s*Priority trust state:", line)] + \
+            ["Priority trust state: pcp"]
+    try:
+        parsed = _nic_parse_mlnx_qos("\n".join(kept))
+    except ValueError as exc:
+        reason = "; ".join(unsupported) if unsupported else "could not read mlnx_qos output (%s)" % exc
+        result["errors"].append(reason)
+        return result
+    result["dcbx"] = parsed["dcbx_mode"]
+    result["cable_len"] = parsed["cable_len"]
+    result["pfc"] = [1 if flag else 0 for flag in parsed["pfc"]["enabled"]]
+    if trust_none:
         result["errors"].append("mlnx_qos reads the trust state as none: "
                                 + ("; ".join(u for u in unsupported if "trust" in u) or "no trust state on this port"))
-    elif result["trust"] is None:
-        result["errors"].append("mlnx_qos printed no 'Priority trust state:' line"
-                                + (": " + "; ".join(unsupported) if unsupported else ""))
-    elif result["trust"] not in TRUST_VALUES:
-        result["errors"].append("mlnx_qos printed an unknown trust state %r" % result["trust"])
-        result["trust"] = None
-    if rows.get("priority") != list(PRIORITIES):
-        result["errors"].append("mlnx_qos printed no PFC table (no 'priority 0 1 2 3 4 5 6 7' row under "
-                                "'PFC configuration:')" + (": " + "; ".join(unsupported) if unsupported else ""))
-    elif "enabled" not in rows:
-        result["errors"].append("mlnx_qos printed the PFC table without its 'enabled' row (truncated output)")
-    elif len(rows["enabled"]) != 8 or any(v not in (0, 1) for v in rows["enabled"]):
-        result["errors"].append("mlnx_qos printed a PFC 'enabled' row of %d values, not eight 0/1 values: %s"
-                                % (len(rows["enabled"]), " ".join(str(v) for v in rows["enabled"])))
+    elif parsed["trust"] not in TRUST_VALUES:
+        result["errors"].append("mlnx_qos printed an unknown trust state %r" % parsed["trust"])
     else:
-        result["pfc"] = rows["enabled"]
-    if len(rows.get("buffer") or []) == 8:
-        result["buffer"] = rows["buffer"]
+        result["trust"] = parsed["trust"]
     return result
 
 
@@ -214,8 +191,8 @@ def read_sysfs_values(root, netdev, want):
                 elif value == "1":
                     enabled.append(p)
             if absent:
-                missing["ecn_" + point[-2:]] = ("no /sys/class/net/%s/ecn/%s/enable/<0-7> (the mlx5 driver's ECN files; "
-                                                "soft-RoCE and other drivers have none)" % (netdev, point))
+                missing["ecn_" + point[-2:]] = ("no /sys/class/net/%s/ecn/%s/enable/<0-7> (the mlx5 driver's ECN "
+                                                "files; soft-RoCE and other drivers have none)" % (netdev, point))
             else:
                 current["ecn_" + point[-2:]] = enabled
     for key in ("cnp_dscp", "cnp_802p_prio"):

@@ -25,13 +25,22 @@ def fixture(name):
 
 # ------------------------------------------------------------------ parser, real outputs
 
+def nic_fixture(name):
+    with open(os.path.join(PROJECT_FIXTURES, "nic_config", name), newline="") as handle:
+        return handle.read()
+
+
 def test_parses_dscp_trust_and_pfc_priority_3_of_a_connectx_capture():
-    parsed = qos.parse_mlnx_qos(fixture("mlnx_qos_dscp_os_controlled.txt"))
+    parsed = qos.parse_mlnx_qos(nic_fixture("mlnx_qos-dscp-pfc3-netarbiter.txt"))
     assert parsed["trust"] == "dscp"
     assert parsed["pfc"] == [0, 0, 0, 1, 0, 0, 0, 0]
     assert qos.priorities_of(parsed["pfc"]) == [3]
-    assert parsed["dcbx"] == "OS controlled" and parsed["cable_len"] == 7
-    assert parsed["buffer"] is None and parsed["errors"] == []
+    assert parsed["dcbx"] == "OS controlled" and parsed["cable_len"] == 7 and parsed["errors"] == []
+
+
+def test_parses_pcp_trust_with_buffers_and_crlf():
+    parsed = qos.parse_mlnx_qos(nic_fixture("mlnx_qos-pcp-pfc3.txt"))
+    assert (parsed["trust"], qos.priorities_of(parsed["pfc"]), parsed["errors"]) == ("pcp", [3], [])
 
 
 def test_parses_the_mlnx_ofed_4_2_layout_without_indent():
@@ -41,17 +50,17 @@ def test_parses_the_mlnx_ofed_4_2_layout_without_indent():
     assert parsed["cable_len"] == 10 and parsed["errors"] == []
 
 
-def test_truncated_output_reads_trust_but_not_pfc():
+def test_truncated_output_is_not_read():
     parsed = qos.parse_mlnx_qos(fixture("mlnx_qos_truncated.txt"))
-    assert parsed["trust"] == "dscp"
-    assert parsed["pfc"] is None
-    assert parsed["errors"] == ["mlnx_qos printed the PFC table without its 'enabled' row (truncated output)"]
+    assert parsed["trust"] is None and parsed["pfc"] is None
+    assert parsed["errors"] == ["could not read mlnx_qos output (no PFC configuration table (priority/enabled rows): "
+                                "the output looks truncated)"]
 
 
 def test_a_pfc_row_of_seven_values_is_not_read():
     parsed = qos.parse_mlnx_qos(fixture("mlnx_qos_pfc_row_short.txt"))
-    assert parsed["pfc"] is None
-    assert "'enabled' row of 7 values" in parsed["errors"][0]
+    assert parsed["pfc"] is None and parsed["trust"] is None
+    assert parsed["errors"] == ["could not read mlnx_qos output (line 15: PFC enabled has 7 entries, not 8)"]
 
 
 def test_trust_none_and_no_ets_are_reported_with_the_tools_words():
@@ -61,12 +70,14 @@ def test_trust_none_and_no_ets_are_reported_with_the_tools_words():
                                 "your system"]
     parsed = qos.parse_mlnx_qos(fixture("mlnx_qos_ets_unsupported.composed.txt"))
     assert parsed["trust"] is None and parsed["pfc"] is None
-    assert "ETS features are not supported on your system" in parsed["errors"][1]
+    assert parsed["errors"] == ["Priority trust state is not supported on your system; Buffers commands are not "
+                                "supported on your system; ETS features are not supported on your system"]
 
 
 def test_garbage_is_not_read_as_values():
     parsed = qos.parse_mlnx_qos("Traceback (most recent call last):\n  File \"/usr/bin/mlnx_qos\"\nOSError: x\n")
-    assert parsed["trust"] is None and parsed["pfc"] is None and len(parsed["errors"]) == 2
+    assert parsed["trust"] is None and parsed["pfc"] is None
+    assert parsed["errors"][0].startswith("could not read mlnx_qos output (line 1: could not read 'Traceback")
     with pytest.raises(TypeError):
         qos.parse_mlnx_qos(None)
 
@@ -141,7 +152,7 @@ def test_standin_prints_what_the_parser_reads_like_the_captures(host):
                          check=True, capture_output=True, text=True).stdout
     parsed = qos.parse_mlnx_qos(out)
     assert (parsed["trust"], qos.priorities_of(parsed["pfc"]), parsed["errors"]) == ("dscp", [3], [])
-    real = fixture("mlnx_qos_dscp_os_controlled.txt")
+    real = nic_fixture("mlnx_qos-dscp-pfc3-netarbiter.txt")
     # the same dscp2prio and PFC lines as the capture (which indents with spaces where the tool prints tabs)
     for line in ("Priority trust state: dscp", "prio:3 dscp:31,30,29,28,27,26,25,24,",
                  "priority    0   1   2   3   4   5   6   7", "enabled     0   0   0   1   0   0   0   0"):
@@ -175,7 +186,7 @@ def test_plan_apply_and_plan_again(host, run_module):
     assert sorted(rxe["not_exposed"]) == ["cnp_802p_prio", "cnp_dscp", "ecn_np", "ecn_rp", "pfc", "trust"]
     assert "eth0: trust: mlnx_qos -i eth0 failed (rc 1): ETS features are not supported on your system" \
         in planned["not_exposed"]
-    ib = [s for s in planned["skipped"] if s["device"] == "mlx5_1"][0]
+    ib = [s for s in planned["ports_skipped"] if s["device"] == "mlx5_1"][0]
     assert ib["netdev"] == "ib0" and ib["reason"].startswith("InfiniBand link layer: RoCE QoS")
     assert not os.path.exists(os.environ["STANDIN_MLNX_QOS_STATE"] + "/ens1f0np0.json")   # check mode wrote nothing
 
@@ -202,7 +213,7 @@ def test_a_boot_loses_trust_and_pfc_and_the_plan_sees_it(host, run_module, tmp_p
 def test_interfaces_limits_the_ports(host, run_module):
     result = run_module(module, {"root": str(host), "mtu": 9000, "interfaces": ["mlx5_0"]}, check_mode=True)
     assert [p["netdev"] for p in result["ports"]] == ["ens1f0np0"]
-    assert {s["device"]: s["reason"] for s in result["skipped"]}["rxe0"] == "not named in interfaces"
+    assert {s["device"]: s["reason"] for s in result["ports_skipped"]}["rxe0"] == "not named in interfaces"
 
 
 def test_a_named_port_that_does_not_expose_a_value_fails_before_any_change(host, run_module):
