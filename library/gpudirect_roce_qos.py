@@ -82,6 +82,7 @@ attributes:
     description: Reads and compares; returns the same plan and sets nothing.
   diff_mode:
     support: none
+    description: Returns no diff; the plan's C(changes) say what differs.
 notes:
   - Needs root (C(become)) to set values; C(mlnx_qos) also needs it to read on some drivers.
   - Debian and Ubuntu ship no C(mlnx-tools) package; C(mlnx_qos) comes with DOCA-Host or MLNX_OFED.
