@@ -192,7 +192,7 @@ def _fmt_nvlink(gpu, nvlink):
 
 
 def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reasons=None, signing_configured=None,
-                               nic_config=None):
+                               nic_config=None, roce_qos=None):
     """Render the facts as a list of lines: one readable table per host.
 
     Every line describes the running system (loaded modules, booted command line,
@@ -200,6 +200,8 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
     this run asked for and did not get) adds a line saying so, and the lines a
     reboot changes are marked as read before it. ``nic_config`` (the ``nic_config_plan`` fact)
     adds the NIC firmware section (:func:`gpudirect_nic_firmware_lines`); None leaves it out.
+    ``roce_qos`` (the ``gpudirect_roce_qos_plan`` fact) adds the RoCE QoS section
+    (:func:`gpudirect_roce_qos_lines`); None leaves it out.
     """
     facts = facts or {}
     run_reasons = _reasons(reboot_reasons)
@@ -264,6 +266,8 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
 
     if nic_config is not None:
         lines.extend(gpudirect_nic_firmware_lines(facts, nic_config, "  "))
+    if roce_qos is not None:
+        lines.extend(gpudirect_roce_qos_lines(roce_qos, "  "))
 
     pairs = facts.get("pairs") or []
     if pairs:
@@ -502,6 +506,82 @@ def gpudirect_nic_firmware_lines(facts, nic_config=None, indent="  "):
     return lines
 
 
+# RoCE QoS (issue #32, outcomes 2 and 4): the gpudirect_roce_qos plan (library/gpudirect_roce_qos.py,
+# registered by roles/gpudirect_roce_qos/tasks/plan.yml as gpudirect_roce_qos_plan), per port the
+# values read against the knobs, marked where they differ or where the port does not expose them.
+_ROCE_QOS_KEYS = ("wanted", "ports", "changes", "not_exposed")
+# per value the knob it comes from (the port's report keys to the plan's wanted keys)
+_ROCE_QOS_VALUES = (("trust", "trust"), ("pfc", "pfc_priorities"), ("mtu", "mtu"), ("ecn_np", "ecn_priorities"),
+                    ("ecn_rp", "ecn_priorities"), ("cnp_dscp", "cnp_dscp"), ("cnp_802p_prio", "cnp_802p_prio"))
+_ROCE_QOS_DISRUPTIVE = ("trust", "pfc", "mtu")
+
+
+def _roce_qos_text(key, value):
+    if value is None:
+        return "?"
+    if key in ("pfc", "ecn_np", "ecn_rp", "pfc_priorities", "ecn_priorities"):
+        return ",".join(str(p) for p in value) or "none"
+    return str(value)
+
+
+def gpudirect_roce_qos_lines(roce_qos=None, indent="  "):
+    """The RoCE QoS section: a title saying whether the ports were read (how many values differ from the
+    knobs) or why not, then per RoCE port each wanted value with current, wanted and a marker, and the
+    ports left out with their reason. ``roce_qos``: the ``gpudirect_roce_qos_plan`` fact, or None (the
+    plan did not run on this host in this run)."""
+    if roce_qos is None:
+        return [indent + "RoCE QoS: not read (no plan in this run): the gpudirect_roce_qos plan "
+                         "(roles/gpudirect_roce_qos/tasks/plan.yml) did not run on this host in this run"]
+    if not isinstance(roce_qos, dict) or any(k not in roce_qos for k in _ROCE_QOS_KEYS) \
+            or not isinstance(roce_qos["ports"], list):
+        raise AnsibleFilterError("gpudirect_roce_qos_lines: roce_qos must be the gpudirect_roce_qos_plan fact (a dict "
+                                 "with wanted, ports, changes and not_exposed, from "
+                                 "roles/gpudirect_roce_qos/tasks/plan.yml) or none, got %r" % (roce_qos,))
+    if not roce_qos["wanted"]:
+        return [indent + "RoCE QoS: not read (not configured): every gpudirect_roce_qos_* value is unset; no port "
+                         "is read or changed"]
+    lines = []
+    differ = 0
+    for index, port in enumerate(roce_qos["ports"]):
+        if not isinstance(port, dict) or not isinstance(port.get("current"), dict) \
+                or not isinstance(port.get("wanted"), dict):
+            raise AnsibleFilterError("gpudirect_roce_qos_lines: roce_qos.ports[%d] must be a port of the module's "
+                                     "report (netdev, current, wanted, to_set, not_exposed), got %r" % (index, port))
+        lines.append(indent + "  %s (%s port %s)" % (port.get("netdev"), port.get("device"), port.get("port")))
+        to_set = port.get("to_set") or {}
+        missing = port.get("not_exposed") or {}
+        for key, knob in _ROCE_QOS_VALUES:
+            if knob not in port["wanted"]:
+                continue
+            wanted = _roce_qos_text(knob, port["wanted"][knob])
+            if key in missing:
+                lines.append(indent + "    %-14s wanted %-8s NOT EXPOSED by this port (left alone): %s"
+                             % (key, wanted, missing[key]))
+                continue
+            if key in to_set:
+                differ += 1
+                marker = "DIFFERS from the knobs (gpudirect_roce_qos sets it%s)" % (
+                    "; traffic on the port stops briefly" if key in _ROCE_QOS_DISRUPTIVE else "")
+            else:
+                marker = "ok"
+            lines.append(indent + "    %-14s current %-10s wanted %-10s %s"
+                         % (key, _roce_qos_text(key, port["current"].get(key)), wanted, marker))
+    for port in roce_qos.get("ports_skipped") or []:
+        lines.append(indent + "  skipped %s port %s (%s): %s" % (port.get("device"), port.get("port"),
+                                                                 port.get("netdev") or "no netdev", port.get("reason")))
+    if not roce_qos["ports"]:
+        title = "RoCE QoS: no RoCE port read: %s" % (roce_qos.get("skip_reason") or "no RoCE port on the host")
+    elif differ:
+        title = "RoCE QoS: read by gpudirect_roce_qos; %d value(s) differ from the knobs" % differ
+    elif roce_qos["not_exposed"]:
+        title = "RoCE QoS: read by gpudirect_roce_qos; no exposed value differs from the knobs"
+    else:
+        title = "RoCE QoS: read by gpudirect_roce_qos; every wanted value in place"
+    if roce_qos.get("tool_missing"):
+        title += " (%s)" % roce_qos["tool_missing"]
+    return [indent + title] + lines
+
+
 class FilterModule(object):
     """Reporting filters for GPUDirect RDMA facts."""
 
@@ -512,4 +592,5 @@ class FilterModule(object):
             "gpudirect_preflight_report": gpudirect_preflight_report,
             "gpudirect_nic_firmware": gpudirect_nic_firmware,
             "gpudirect_nic_firmware_lines": gpudirect_nic_firmware_lines,
+            "gpudirect_roce_qos_lines": gpudirect_roce_qos_lines,
         }

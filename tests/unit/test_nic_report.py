@@ -320,3 +320,57 @@ def test_preflight_table_shows_the_section_from_the_roles_plan(tmp_path, fixture
     assert done.returncode == 0, done.stdout[-3000:]
     assert '"  %s' % first in done.stdout
     assert '"    %s mlx5_0,mlx5_1 ' % CX6 in done.stdout and ' fw 22.39.1002",' in done.stdout
+
+
+# ------------------------------------------------------------------ RoCE QoS section (issue #32, outcome 2)
+# The plan is library/gpudirect_roce_qos.py's own result (check mode, as roles/gpudirect_roce_qos/tasks/plan.yml
+# runs it) on the fake host of test_roce_qos.py: an mlx5 RoCE port, an InfiniBand port and a soft-RoCE port,
+# with the stand-in mlnx_qos printing the layout of the real captures.
+
+from test_roce_qos import WANT, host  # noqa: E402,F401 (the fake host fixture)
+import gpudirect_roce_qos as roce_module  # noqa: E402
+
+
+def _roce_plan(result):
+    keys = ("wanted", "changes", "disruption", "not_exposed", "ports", "ports_skipped", "tool_missing", "skip_reason")
+    return {k: result[k] for k in keys}
+
+
+def test_roce_qos_section_marks_what_differs_and_what_a_port_does_not_expose(host, run_module):  # noqa: F811
+    plan = _roce_plan(run_module(roce_module, dict(WANT, root=str(host)), check_mode=True))
+    lines = report.gpudirect_roce_qos_lines(plan, "")
+    assert lines[0] == "RoCE QoS: read by gpudirect_roce_qos; 8 value(s) differ from the knobs"
+    assert lines[1] == "  ens1f0np0 (mlx5_0 port 1)"
+    assert "    trust          current pcp        wanted dscp       DIFFERS from the knobs (gpudirect_roce_qos sets " \
+           "it; traffic on the port stops briefly)" in lines
+    assert "    cnp_dscp       current 0          wanted 48         DIFFERS from the knobs (gpudirect_roce_qos sets " \
+           "it)" in lines
+    assert "  eth0 (rxe0 port 1)" in lines
+    assert "    trust          wanted dscp     NOT EXPOSED by this port (left alone): mlnx_qos -i eth0 failed (rc 1): " \
+           "ETS features are not supported on your system" in lines
+    assert lines[-1].startswith("  skipped mlx5_1 port 1 (ib0): InfiniBand link layer")
+    # in the preflight table, after the NIC firmware section
+    table = report.gpudirect_preflight_report({}, "gpu-a", roce_qos=plan)
+    assert table[table.index("  RoCE QoS: read by gpudirect_roce_qos; 8 value(s) differ from the knobs") + 1] == \
+        "    ens1f0np0 (mlx5_0 port 1)"
+
+
+def test_roce_qos_section_after_the_apply_reads_in_place(host, run_module):  # noqa: F811
+    run_module(roce_module, dict(WANT, root=str(host), state="applied", interfaces=["mlx5_0"]))
+    plan = _roce_plan(run_module(roce_module, dict(WANT, root=str(host), interfaces=["mlx5_0"]), check_mode=True))
+    lines = report.gpudirect_roce_qos_lines(plan, "")
+    assert lines[0] == "RoCE QoS: read by gpudirect_roce_qos; every wanted value in place"
+    assert "    pfc            current 3          wanted 3          ok" in lines
+
+
+def test_roce_qos_section_not_configured_no_plan_and_bad_input():
+    assert report.gpudirect_roce_qos_lines(None, "") == [
+        "RoCE QoS: not read (no plan in this run): the gpudirect_roce_qos plan (roles/gpudirect_roce_qos/tasks/"
+        "plan.yml) did not run on this host in this run"]
+    unset = {"wanted": False, "ports": [], "changes": [], "not_exposed": [], "ports_skipped": []}
+    assert report.gpudirect_roce_qos_lines(unset, "")[0].startswith("RoCE QoS: not read (not configured)")
+    with pytest.raises(AnsibleFilterError, match="roce_qos must be the gpudirect_roce_qos_plan fact"):
+        report.gpudirect_roce_qos_lines({"wanted": True}, "")
+    with pytest.raises(AnsibleFilterError, match=r"roce_qos.ports\[0\] must be a port"):
+        report.gpudirect_roce_qos_lines(dict(unset, wanted=True, ports=["eth0"]), "")
+    assert not any("RoCE QoS" in line for line in report.gpudirect_preflight_report({}, "gpu-a"))

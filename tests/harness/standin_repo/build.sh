@@ -369,7 +369,16 @@ EOF
   finish_pkg "$r" "$dest" "Depends: python3" \
     "mstflint ($real): mstconfig, reading and setting fake ConnectX cards' NV configuration"
 
+  # mlnx-tools: mlnx_qos, the tool of roles/gpudirect_roce_qos (src/ofed/qos/: trust and PFC per
+  # interface, kept under /run so that a reboot drops them as it drops a ConnectX port's)
+  r=$(new_pkg mlnx-tools "$base" amd64)
+  mkdir -p "$r/usr/bin"
+  install -m 755 "$here/src/ofed/qos/mlnx_qos" "$r/usr/bin/mlnx_qos"
+  finish_pkg "$r" "$dest" "Depends: python3" \
+    "mlnx-tools ($real): mlnx_qos, trust state and PFC per interface (stand-in)"
+
   local deps="mlnx-ofed-kernel-dkms (= $kver), mlnx-ofed-kernel-utils (= $kver)"
+  deps="$deps, mlnx-tools (= $base)"
   local metas
   if [[ $flavor == doca ]]; then
     metas="doca-ofed doca-roce doca-networking"
