@@ -1,5 +1,5 @@
 """roles/nic_config (issue #32, outcome 1) run by ansible-playbook on this machine, against a fake
-sysfs tree (module_defaults gives the module its root) and the stand-in mlxconfig/mstconfig
+sysfs tree (the role's nic_config_sysfs_root points the module at it) and the stand-in mlxconfig/mstconfig
 (tests/harness/standin_repo/src/mft/mlxconfig), whose state keeps Default / Current / Next Boot
 per fake card: plan, set, the reboot request, the value waiting for the reset, the boot, converged.
 """
@@ -25,9 +25,8 @@ PLAY = """---
   hosts: localhost
   connection: local
   gather_facts: false
-  module_defaults:
-    gpudirect_nic_config:
-      root: %s
+  vars:
+    nic_config_sysfs_root: %s
   tasks:
     - name: The role
       ansible.builtin.include_role:
@@ -140,3 +139,100 @@ def test_bad_knobs_fail_before_any_change(node, extra, words):
     assert words in done.stdout, done.stdout
     assert "Nothing was changed" in done.stdout
     assert node.params() == before
+
+
+PLAY_ROOT_KNOB = """---
+- name: nic_config on a fake node, pointed at the tree by its own knob
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: The role
+      ansible.builtin.include_role:
+        name: nic_config
+    - name: Show the plan and the reboot reasons
+      ansible.builtin.debug:
+        msg: "RESULT {{ {'plan': nic_config_plan, 'reasons': gpudirect_reboot_reasons | default([])} | to_json }}"
+"""
+
+
+def _play_root_knob(tmp_path, extra, env, check=False):
+    done = play_on_localhost(tmp_path, PLAY_ROOT_KNOB, extra, check=check, env_extra=env)
+    found = [line for line in done.stdout.splitlines() if '"msg": "RESULT ' in line]
+    return done, (json.loads(json.loads("{%s}" % found[-1].strip())["msg"][len("RESULT "):]) if found else None)
+
+
+def test_sysfs_root_knob_reaches_the_plan_and_the_set(tmp_path):
+    """nic_config_sysfs_root, with no module_defaults: the plan reads the recorded tree and the set acts on it;
+    another root (a tree without the card) finds no card and says under which folder it looked."""
+    tree = SysfsTree(tmp_path / "root")
+    tree.add_nic(CX7, device=0x1021)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(STANDIN, str(bindir / "mstconfig"))
+    state = tmp_path / "standin-state"
+    env = {"PATH": "%s:%s" % (bindir, os.environ["PATH"]), "STANDIN_MLXCONFIG_STATE": str(state)}
+    subprocess.run([sys.executable, STANDIN, "--standin-add", CX7, "ConnectX7"], check=True, env=dict(os.environ, **env))
+    wanted = {"nic_config_params": {"ATS_ENABLED": True}, "nic_config_sysfs_root": str(tree.root)}
+
+    done, result = _play_root_knob(tmp_path, wanted, env)
+    assert done.returncode == 0, done.stdout
+    assert result["plan"]["devices"][0]["pci"] == CX7
+    assert result["reasons"] == ["nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
+                                 "0000:17:00.0 ATS_ENABLED=1"]
+    with open(str(state / (CX7 + ".json"))) as handle:
+        assert json.load(handle)["params"]["ATS_ENABLED"]["next_boot"] == 1
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done, result = _play_root_knob(tmp_path, dict(wanted, nic_config_sysfs_root=str(empty)), env)
+    assert done.returncode == 0, done.stdout
+    assert result["plan"]["devices"] == [] and result["plan"]["changes"] == []
+    assert result["plan"]["skip_reason"] == ("no NVIDIA/Mellanox ConnectX physical function under %s"
+                                            % os.path.join(str(empty), "sys/bus/pci/devices"))
+
+
+def test_relative_sysfs_root_fails_before_any_change(node):
+    before = node.params()
+    done, _result = node.play({"nic_config_profiles": ["gpudirect"], "nic_config_sysfs_root": "var/lib/sysfs"})
+    assert done.returncode != 0
+    assert 'nic_config_sysfs_root must be an absolute path' in done.stdout, done.stdout
+    assert "Nothing was changed" in done.stdout
+    assert node.params() == before
+
+
+@pytest.fixture
+def toolless_node(node, tmp_path):
+    """The node fixture without its mstconfig: neither tool on PATH (nor in the sbin folders the module also
+    searches)."""
+    os.unlink(str(tmp_path / "bin" / "mstconfig"))
+    for name in ("mlxconfig", "mstconfig"):
+        for folder in os.environ["PATH"].split(os.pathsep) + ["/sbin", "/usr/sbin", "/usr/local/sbin"]:
+            if os.path.exists(os.path.join(folder, name)):
+                pytest.skip("%s is installed on this machine (%s): the missing-tool path cannot be shown"
+                            % (name, folder))
+    return node
+
+
+@pytest.mark.parametrize("tool, package", [("auto", "mstflint"), ("mstconfig", "mstflint"), ("mlxconfig", "mft")])
+def test_missing_tool_check_mode_says_which_package_it_would_install(toolless_node, tool, package):
+    before = toolless_node.params()
+    done, result = toolless_node.play({"nic_config_profiles": ["gpudirect"], "nic_config_tool": tool}, check=True)
+    assert done.returncode == 0, done.stdout
+    assert "nic_config: check mode: would install package %s (nic_config_install_tool), then read the cards " \
+           "0000:17:00.0 and set what differs" % package in done.stdout
+    # the plan counts the reset the values may need, and nothing was installed or set
+    assert result["plan"]["tool_missing"] and result["plan"]["disruption"]
+    assert "skipping: [localhost]" in done.stdout.split("TASK [nic_config : Install the package of the firmware tool]")[1] \
+        .split("TASK [")[0]
+    assert toolless_node.params() == before
+
+
+def test_missing_tool_without_the_install_knob_fails_naming_the_package(toolless_node):
+    before = toolless_node.params()
+    done, _result = toolless_node.play({"nic_config_profiles": ["gpudirect"], "nic_config_install_tool": False})
+    assert done.returncode != 0
+    assert "is not installed: install package mft (NVIDIA Firmware Tools) (mlxconfig) or package mstflint " \
+           "(mstconfig)" in done.stdout, done.stdout
+    assert "(nic_config_install_tool is false: the role installs nothing)" in done.stdout
+    assert toolless_node.params() == before

@@ -239,9 +239,8 @@ PLAY = """---
   hosts: localhost
   connection: local
   gather_facts: false
-  module_defaults:
-    gpudirect_nic_config:
-      root: %(root)s
+  vars:
+    nic_config_sysfs_root: %(root)s
   tasks:
     - name: Facts as the preflight gathers them
       gpudirect_facts:
@@ -298,8 +297,8 @@ PREFLIGHT = """---
   module_defaults:
     gpudirect_facts:
       root: %(root)s
-    gpudirect_nic_config:
-      root: %(root)s
+  vars:
+    nic_config_sysfs_root: %(root)s
   roles:
     - role: gpudirect_preflight
 """

@@ -68,6 +68,20 @@ GDRCOPY_FIXTURES="$repo_root/tests/fixtures/gdrcopy"
 # shape; they were not checked against NVIDIA's repositories.
 MSTFLINT_UPSTREAM=4.16.1
 mstflint_version() { local d=${1//./}; echo "$MSTFLINT_UPSTREAM-2.${d//-/}"; }   # 24.10-1.1.4 -> 4.16.1-2.2410114
+# MFT (NVIDIA Firmware Tools, package mft: mlxconfig, for roles/nic_config) as the OFED repositories
+# ship it next to mstflint, at the version NVIDIA pairs with the OFED release. Sources: the MFT
+# documentation's "Legal Notices and 3rd Party Licenses" pages list the bundle each MFT release goes
+# with: docs.nvidia.com/networking/display/mftv43011210lts/Legal+Notices+and+3rd+Party+Licenses
+# (MFT 4.30.1-1210 LTS, MLNX_OFED 24.10-1.1.4.0) and
+# docs.nvidia.com/networking/display/mftv4310/Legal+Notices+and+3rd+Party+Licenses (MFT 4.31.0-149,
+# OFED drivers 25.01). The deb's exact Version field in NVIDIA's repositories was not checked.
+mft_version() {
+  case $1 in
+    24.10-*) echo 4.30.1-1210 ;;
+    25.01-*) echo 4.31.0-149 ;;
+    *) die "mft_version: no MFT release known for OFED $1 (add it next to its source)" ;;
+  esac
+}
 FORMAT=1   # bump to force a rebuild when the layout logic changes
 
 log() { printf '[standin-repo] %s\n' "$*" >&2; }
@@ -376,6 +390,33 @@ EOF
   install -m 755 "$here/src/ofed/qos/mlnx_qos" "$r/usr/bin/mlnx_qos"
   finish_pkg "$r" "$dest" "Depends: python3" \
     "mlnx-tools ($real): mlnx_qos, trust state and PFC per interface (stand-in)"
+
+  # mft: MFT's mlxconfig, the same stand-in script (src/mft/) under MFT's name. Its files do not
+  # overlap mstflint's (mstconfig, standin-mlxconfig-boot and its unit): both install together, as
+  # on a real node. Its own boot unit does the same as mstflint's; with both, the second finds
+  # Current = Next Boot already.
+  r=$(new_pkg mft "$(mft_version "$base")" amd64)
+  mkdir -p "$r/usr/bin" "$r/lib/systemd/system"
+  install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mlxconfig"
+  install -m 644 "$here/src/mft/standin-mlxconfig-boot.service" "$r/lib/systemd/system/standin-mft-boot.service"
+  cat > "$r/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper enable standin-mft-boot.service >/dev/null || true
+fi
+exit 0
+EOF
+  cat > "$r/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = purge ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper purge standin-mft-boot.service >/dev/null || true
+fi
+exit 0
+EOF
+  finish_pkg "$r" "$dest" "Depends: python3" \
+    "mft ($real): MFT's mlxconfig, reading and setting fake ConnectX cards' NV configuration"
 
   local deps="mlnx-ofed-kernel-dkms (= $kver), mlnx-ofed-kernel-utils (= $kver)"
   deps="$deps, mlnx-tools (= $base)"
