@@ -1,7 +1,7 @@
 """Addresses of the RDMA interfaces (role gpudirect_rdma_addresses): input, node state, plan, files.
 
 Pure functions; the module (library/gpudirect_rdma_addresses.py) reads the node and writes, the
-filter (filter_plugins/gpudirect_rdma_addresses.py) checks the play's hosts against each other,
+filters (filter_plugins/gpudirect_rdma_addresses_filters.py) checks the play's hosts against each other,
 and the unit tests (tests/unit/test_rdma_addresses*.py) import this file.
 
 * Input: a per-host map (``{interface: "10.0.0.1/24"}`` or a list of such addresses) and/or a

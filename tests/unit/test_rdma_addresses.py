@@ -17,7 +17,7 @@ from conftest import PROJECT_FIXTURES, ROOT
 import importlib.util
 
 _SPEC = importlib.util.spec_from_file_location(
-    "gpudirect_rdma_addresses_filter", os.path.join(ROOT, "filter_plugins", "gpudirect_rdma_addresses.py"))
+    "gpudirect_rdma_addresses_filters", os.path.join(ROOT, "filter_plugins", "gpudirect_rdma_addresses_filters.py"))
 FILTERS = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(FILTERS)
 
