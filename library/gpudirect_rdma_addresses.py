@@ -72,7 +72,7 @@ attributes:
     support: full
     description: Check mode plans and reports C(changed) as a run would, and writes nothing.
 author:
-  - GPUDirect RDMA toolkit maintainers
+  - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
