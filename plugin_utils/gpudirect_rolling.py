@@ -55,8 +55,8 @@ import re
 
 # The roles whose read-only plan (tasks/plan.yml, fact <role>_plan) the plan pass
 # runs, in the order the install stages apply them.
-PLANNED_ROLES = ("host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_roce_qos", "nvidia_driver", "gpudirect_peermem",
-                 "pcie_acs")
+PLANNED_ROLES = ("host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_rdma_addresses", "gpudirect_roce_qos",
+                 "nvidia_driver", "gpudirect_peermem", "pcie_acs")
 
 DEFAULTS = {
     "gpudirect_rolling_batch": 1,

@@ -53,8 +53,11 @@ def test_each_disruption_names_its_role_in_stage_order():
     firmware = {"changes": ["0000:17:00.0 (ConnectX7): set ATS_ENABLED=1"],
                 "disruption": ["0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=1"]}
     cmdline = {"changes": [], "disruption": ["reboot: the running kernel command line lacks iommu=pt"]}
+    readdress = {"changes": ["ens1f0np0: replace 10.10.0.7/24, which RDMA connections on it use"],
+                 "disruption": ["ens1f0np0: replace 10.10.0.7/24, which RDMA connections on it use (by 10.10.0.8/24)"]}
     plans = {"nvidia_driver": DRIVER_RELOAD, "pcie_acs": CONVERGED, "nic_config": firmware,
              "mlnx_ofed": OFED_UPGRADE, "gpudirect_peermem": CONVERGED, "host_prereqs": cmdline,
+             "gpudirect_rdma_addresses": readdress,
              "gpudirect_roce_qos": {"changes": ["ens1f0np0 (mlx5_0 port 1): set trust dscp"],
                                     "disruption": ["ens1f0np0 (mlx5_0 port 1): trust dscp changes while the port "
                                                    "may carry traffic"]}}
@@ -62,6 +65,7 @@ def test_each_disruption_names_its_role_in_stage_order():
         "host_prereqs: reboot: the running kernel command line lacks iommu=pt",
         "mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0",
         "nic_config: 0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=1",
+        "gpudirect_rdma_addresses: ens1f0np0: replace 10.10.0.7/24, which RDMA connections on it use (by 10.10.0.8/24)",
         "gpudirect_roce_qos: ens1f0np0 (mlx5_0 port 1): trust dscp changes while the port may carry traffic",
         "nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15",
     ]
