@@ -130,14 +130,11 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_host import read_text
+from ansible.module_utils.gpudirect_host import C_LOCALE, read_text
 from ansible.module_utils.gpudirect_netguard import GuardError, parse_ip_route_get, parse_ssh_connection
 from ansible.module_utils.gpudirect_netguard import ssh_connection_from_proc
 from ansible.module_utils.gpudirect_rdma_addresses import AddressError, detect_backend, files_for, guard
 from ansible.module_utils.gpudirect_rdma_addresses import parse_ip_addr_json, plan, resolve
-
-C_LOCALE = {"LC_ALL": "C", "LANG": "C"}
-
 
 def _run(module, argv, ok=(0,)):
     rc, out, err = module.run_command(argv, environ_update=dict(C_LOCALE))

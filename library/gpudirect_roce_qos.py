@@ -157,6 +157,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible.module_utils import gpudirect_roce_qos as qos
+from ansible.module_utils.gpudirect_host import C_LOCALE
 
 TOOL_MISSING = ("mlnx_qos is not installed (package mlnx-tools of DOCA-Host / MLNX_OFED; Debian ships none): trust "
                 "and PFC cannot be read or set")
@@ -164,7 +165,7 @@ TOOL_MISSING = ("mlnx_qos is not installed (package mlnx-tools of DOCA-Host / ML
 
 def run_mlnx_qos(module, tool, netdev, *extra):
     argv = [tool, "-i", netdev] + list(extra)
-    rc, out, err = module.run_command(argv, environ_update={"LC_ALL": "C"})
+    rc, out, err = module.run_command(argv, environ_update=C_LOCALE)
     return rc, out, err
 
 
@@ -209,7 +210,7 @@ def apply_port(module, tool, root, netdev, to_set):
             rc, out, err = run_mlnx_qos(module, tool, netdev, "--pfc", qos.pfc_arg(value))
         elif key == "mtu":
             rc, out, err = module.run_command(["ip", "link", "set", "dev", netdev, "mtu", str(value)],
-                                              environ_update={"LC_ALL": "C"})
+                                              environ_update=C_LOCALE)
         else:
             rc, out, err = 0, "", ""
             try:

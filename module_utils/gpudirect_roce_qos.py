@@ -28,6 +28,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible.module_utils.gpudirect_host import read_attr as _read
 from ansible.module_utils.gpudirect_nic_config import parse_mlnx_qos as _nic_parse_mlnx_qos
 
 PRIORITIES = tuple(range(8))
@@ -118,14 +119,6 @@ def validate_wanted(wanted):
     if mtu is not None and (isinstance(mtu, bool) or not isinstance(mtu, int) or not 68 <= mtu <= 9978):
         errors.append("mtu must be a number 68-9978 (the netdev's MTU; ConnectX takes up to 9978), got %r" % (mtu,))
     return errors
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except (IOError, OSError):
-        return None
 
 
 def find_ports(root):

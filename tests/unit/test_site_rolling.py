@@ -97,8 +97,8 @@ def _project(tmp_path):
         "forget.yml": _log("forget"),
     })
     _role(root, "gpudirect_preflight", {"main.yml": _log("preflight")})
-    for name in ("host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_rdma_addresses", "nvidia_driver", "gpudirect_peermem",
-                 "pcie_acs"):
+    for name in ("host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_rdma_addresses", "gpudirect_roce_qos",
+                 "nvidia_driver", "gpudirect_peermem", "pcie_acs"):
         _role(root, name, {
             "plan.yml": _log("plan " + name) + textwrap.dedent("""\
                 - name: Register the plan
@@ -407,7 +407,8 @@ def test_a_toolkit_change_of_one_stage_runs_only_that_stage(project):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     n1 = _of(events, "n1")
     assert [e for e in n1 if e.startswith("plan ")] == ["plan mlnx_ofed", "plan nic_config",
-                                                        "plan gpudirect_rdma_addresses", "plan nvidia_driver",
+                                                        "plan gpudirect_rdma_addresses", "plan gpudirect_roce_qos",
+                                                        "plan nvidia_driver",
                                                         "plan gpudirect_peermem"]
     assert "mlnx_ofed" in n1 and "nic_config" in n1 and "nvidia_driver" in n1 and "gpudirect_peermem" in n1 and "gpudirect_dkms" in n1
     assert not {"os_release_pin", "host_prereqs", "pcie_acs", "drain", "reboot"} & set(n1)

@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "filter_p
 from gpudirect_tags import STAGES, gpudirect_tags_left_out  # noqa: E402
 from test_site_rolling import FLEET, ROOT, _of, _project, _run  # noqa: E402
 
-INSTALL_EVENTS = {"os_release_pin", "host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_rdma_addresses", "nvidia_driver",
-                  "gpudirect_peermem", "gpudirect_dkms", "pcie_acs", "reboot", "drain", "resume", "record"}
+INSTALL_EVENTS = {"os_release_pin", "host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_rdma_addresses",
+                  "gpudirect_roce_qos", "nvidia_driver", "gpudirect_peermem", "gpudirect_dkms", "pcie_acs", "reboot", "drain", "resume", "record"}
 
 
 @pytest.fixture(scope="module")
