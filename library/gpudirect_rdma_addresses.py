@@ -136,6 +136,7 @@ from ansible.module_utils.gpudirect_netguard import ssh_connection_from_proc
 from ansible.module_utils.gpudirect_rdma_addresses import AddressError, detect_backend, files_for, guard
 from ansible.module_utils.gpudirect_rdma_addresses import parse_ip_addr_json, plan, resolve
 
+
 def _run(module, argv, ok=(0,)):
     rc, out, err = module.run_command(argv, environ_update=dict(C_LOCALE))
     if rc not in ok:
