@@ -7,6 +7,9 @@ and its records, both from module_utils/gpudirect_dpkg.py, the one place that kn
 ``gpudirect_dpkg_installed(stdout, arch=false)``
     ``{package: [{version, arch}]}`` of the installed packages, the shape of
     ``ansible.builtin.package_facts``; a line that is not a package line fails, named.
+``gpudirect_dpkg_held(stdout, arch=false)``
+    The packages dpkg holds (wanted action ``h``), sorted: a role holds only the
+    others, so a converged node costs no call per package.
 """
 
 import os
@@ -30,12 +33,16 @@ def gpudirect_dpkg_query_argv(names=None, arch=False):
     return _dpkg.dpkg_query_argv([str(n) for n in names or []], arch=bool(arch))
 
 
-def gpudirect_dpkg_installed(stdout, arch=False):
+def _records(stdout, arch, name):
     try:
-        records = _dpkg.parse_dpkg_query(stdout, _dpkg.FIELDS_ARCH if arch else _dpkg.FIELDS, strict=True)
+        return _dpkg.parse_dpkg_query(stdout, _dpkg.FIELDS_ARCH if arch else _dpkg.FIELDS, strict=True)
     except _dpkg.DpkgQueryError as exc:
-        raise AnsibleFilterError("gpudirect_dpkg_installed: %s (the output of gpudirect_dpkg_query_argv%s?)"
-                                 % (exc, "(arch=true)" if arch else ""))
+        raise AnsibleFilterError("%s: %s (the output of gpudirect_dpkg_query_argv%s?)"
+                                 % (name, exc, "(arch=true)" if arch else ""))
+
+
+def gpudirect_dpkg_installed(stdout, arch=False):
+    records = _records(stdout, arch, "gpudirect_dpkg_installed")
     installed = {}
     for record in records:
         if record["installed"]:
@@ -44,7 +51,12 @@ def gpudirect_dpkg_installed(stdout, arch=False):
     return installed
 
 
+def gpudirect_dpkg_held(stdout, arch=False):
+    return sorted({r["package"] for r in _records(stdout, arch, "gpudirect_dpkg_held") if r["held"]})
+
+
 class FilterModule:
     def filters(self):
         return {"gpudirect_dpkg_query_argv": gpudirect_dpkg_query_argv,
-                "gpudirect_dpkg_installed": gpudirect_dpkg_installed}
+                "gpudirect_dpkg_installed": gpudirect_dpkg_installed,
+                "gpudirect_dpkg_held": gpudirect_dpkg_held}

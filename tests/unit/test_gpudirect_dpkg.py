@@ -113,3 +113,27 @@ def test_installed_filter_names_what_it_cannot_read():
         gpudirect_dpkg.gpudirect_dpkg_installed("ii  gcc 4:12.2.0-3\n", arch=True)
     with pytest.raises(AnsibleFilterError, match="line 2 of dpkg-query"):
         gpudirect_dpkg.gpudirect_dpkg_installed("gcc 1 ii \ndpkg-query: no packages found matching x\n")
+
+
+def test_held_filter_on_a_converged_vm_node():
+    """tests/fixtures/dpkg/vm-node-held.txt: the rdma VM node after converge holds what the roles
+    installed; the roles hold only what this filter does not list, so the loop is empty there."""
+    held = gpudirect_dpkg.gpudirect_dpkg_held(_fixture("vm-node-held.txt"))
+    assert held == ["doca-ofed", "gdrcopy-tests", "gdrdrv-dkms", "libgdrapi", "linux-image-6.1.0-50-amd64",
+                    "linux-image-amd64", "nvidia-driver-cuda", "nvidia-persistenced", "nvidia-smi"]
+    # the driver role's hold list on that node: nothing left to hold but what dpkg does not know
+    wanted = ["nvidia-kernel-dkms", "nvidia-driver-cuda", "nvidia-persistenced", "nvidia-smi"]
+    assert [p for p in wanted if p not in held] == ["nvidia-kernel-dkms"]
+    assert "nvidia-kernel-dkms" not in gpudirect_dpkg.gpudirect_dpkg_installed(_fixture("vm-node-held.txt"))
+
+
+def test_held_filter_reads_only_the_wanted_action():
+    # hi: held and installed; ii installed, rc removed, un unknown: none held
+    assert gpudirect_dpkg.gpudirect_dpkg_held(OUTPUT) == ["nvidia-open"]
+    assert gpudirect_dpkg.gpudirect_dpkg_held("linux-image-amd64  hn \n") == ["linux-image-amd64"]
+    assert gpudirect_dpkg.gpudirect_dpkg_held("") == []
+
+
+def test_held_filter_names_what_it_cannot_read():
+    with pytest.raises(AnsibleFilterError, match=r"gpudirect_dpkg_held: line 1 of dpkg-query"):
+        gpudirect_dpkg.gpudirect_dpkg_held("Desired=Unknown/Install/Remove/Purge/Hold\n")
