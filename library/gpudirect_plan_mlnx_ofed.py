@@ -269,7 +269,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_dpkg import dpkg_query_argv
-from ansible.module_utils.gpudirect_host import C_LOCALE, read_text
+from ansible.module_utils.gpudirect_host import C_LOCALE, read_text, run_or_fail
 from ansible.module_utils.gpudirect_netguard import GuardError, assess, parse_ip_route_get, route_dev_from_proc
 from ansible.module_utils.gpudirect_netguard import ssh_connection_from_proc
 from ansible.module_utils.gpudirect_ofed import INSTALLER_CODES, OfedPlanError, guard, installer_message, plan
@@ -280,20 +280,12 @@ OPENIBD_UNITS = ("/etc/systemd/system/openibd.service", "/lib/systemd/system/ope
                  "/usr/lib/systemd/system/openibd.service", "/etc/init.d/openibd")
 
 
-def _run(module, argv, ok=(0,)):
-    rc, out, err = module.run_command(argv, environ_update=dict(C_LOCALE))
-    if rc not in ok:
-        module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()),
-                         rc=rc, stdout=out, stderr=err)
-    return out
-
-
 def probe_packages(module, names):
     """(installed {name: version}, held [names]) of the given packages."""
     dpkg = module.get_bin_path("dpkg-query")
     if dpkg:
         # rc 1: some of the names are unknown to dpkg; the others are still printed
-        out = _run(module, dpkg_query_argv(names, dpkg), ok=(0, 1))
+        out = run_or_fail(module, dpkg_query_argv(names, dpkg), ok=(0, 1))
         return parse_dpkg_query(out)
     rpm = module.get_bin_path("rpm")
     installed, held = {}, []
@@ -313,7 +305,7 @@ def probe_packages(module, names):
 def probe(module):
     params = module.params
     ofed_info = module.get_bin_path("ofed_info", opt_dirs=["/usr/bin", "/usr/sbin"])
-    ofed = _run(module, [ofed_info, "-s"]) if ofed_info else ""
+    ofed = run_or_fail(module, [ofed_info, "-s"]) if ofed_info else ""
     names = list(dict.fromkeys(params["probe_packages"] + params["inbox_packages"]))
     installed, held = probe_packages(module, names) if names else ({}, [])
     repo_text = read_text(params["repo_file"]) or ""

@@ -130,25 +130,17 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpudirect_host import C_LOCALE, read_text
+from ansible.module_utils.gpudirect_host import C_LOCALE, read_text, run_or_fail
 from ansible.module_utils.gpudirect_netguard import GuardError, parse_ip_route_get, parse_ssh_connection
 from ansible.module_utils.gpudirect_netguard import ssh_connection_from_proc
 from ansible.module_utils.gpudirect_rdma_addresses import AddressError, detect_backend, files_for, guard
 from ansible.module_utils.gpudirect_rdma_addresses import parse_ip_addr_json, plan, resolve
 
 
-def _run(module, argv, ok=(0,)):
-    rc, out, err = module.run_command(argv, environ_update=dict(C_LOCALE))
-    if rc not in ok:
-        module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()),
-                         rc=rc, stdout=out, stderr=err)
-    return out
-
-
 def read_links(module):
     ip = module.get_bin_path("ip", required=True)
     try:
-        return parse_ip_addr_json(_run(module, [ip, "-j", "addr", "show"]))
+        return parse_ip_addr_json(run_or_fail(module, [ip, "-j", "addr", "show"]))
     except AddressError as error:
         module.fail_json(msg=str(error))
 
@@ -216,20 +208,20 @@ def apply(module, backend, resolved, planned):
             write_file(path, content)
     if backend == "networkd":
         networkctl = module.get_bin_path("networkctl", required=True)
-        _run(module, [networkctl, "reload"])
+        run_or_fail(module, [networkctl, "reload"])
         targets = sorted(set(changed_ifs) | set(n for n in resolved if any(n in p for p in planned["files"])))
         if targets:
-            _run(module, [networkctl, "reconfigure"] + targets)
+            run_or_fail(module, [networkctl, "reconfigure"] + targets)
     elif backend == "netplan":
         netplan = module.get_bin_path("netplan", required=True)
-        _run(module, [netplan, "generate"])
-        _run(module, [netplan, "apply"])
+        run_or_fail(module, [netplan, "generate"])
+        run_or_fail(module, [netplan, "apply"])
     elif backend == "ifupdown":
         ifup, ifdown = module.get_bin_path("ifup", required=True), module.get_bin_path("ifdown", required=True)
         for netdev in changed_ifs:
             # rc 1: the interface was not up under ifupdown yet
-            _run(module, [ifdown, netdev], ok=(0, 1))
-            _run(module, [ifup, netdev])
+            run_or_fail(module, [ifdown, netdev], ok=(0, 1))
+            run_or_fail(module, [ifup, netdev])
     ip = module.get_bin_path("ip", required=True)
     deadline = time.time() + module.params["wait"]
     while True:
@@ -249,7 +241,7 @@ def apply(module, backend, resolved, planned):
     for netdev, info in sorted(planned["interfaces"].items()):
         for address in info["remove"]:
             if address in links.get(netdev, {}).get("addresses", []):
-                _run(module, [ip, "addr", "del", address, "dev", netdev])
+                run_or_fail(module, [ip, "addr", "del", address, "dev", netdev])
 
 
 def main():

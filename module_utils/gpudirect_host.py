@@ -12,6 +12,9 @@
     an object with the same methods answering for a captured host.
 ``module_runner(module)``
     ``run(argv)`` for ``Host``: list-form, C locale, a tool the node lacks answers rc 127.
+``run_or_fail(module, argv, ok=(0,))``
+    A command's stdout (list-form, C locale); any other exit status fails the module,
+    naming the command, its status and what it printed.
 ``write_beside(path, data, mode, prefix, place)``
     Write a file next to ``path`` and let ``place`` put it there (an atomic rename or link).
 """
@@ -68,6 +71,16 @@ def module_runner(module):
             return 127, "", "%s: not found on this node" % argv[0]
         return module.run_command(argv, environ_update=dict(C_LOCALE))
     return run
+
+
+def run_or_fail(module, argv, ok=(0,)):
+    """stdout of ``argv`` run through ``module.run_command`` in the C locale; an exit status not
+    in ``ok`` ends the module with ``fail_json`` naming the command, the status and its output."""
+    rc, out, err = module.run_command(argv, environ_update=dict(C_LOCALE))
+    if rc not in ok:
+        module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()),
+                         rc=rc, stdout=out, stderr=err)
+    return out
 
 
 class Host:

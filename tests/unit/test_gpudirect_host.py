@@ -90,6 +90,41 @@ def test_module_runner_runs_list_form_in_the_c_locale_and_answers_127_for_a_miss
     assert calls == [(["modinfo", "-n", "nvidia"], {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"})]
 
 
+class _Failed(Exception):
+    pass
+
+
+def _failing_module(answer):
+    calls = []
+
+    def fail_json(**kwargs):
+        raise _Failed(kwargs)
+    return calls, types.SimpleNamespace(
+        run_command=lambda argv, environ_update: calls.append((argv, environ_update)) or answer,
+        fail_json=fail_json)
+
+
+def test_run_or_fail_gives_stdout_for_an_accepted_status_in_the_c_locale():
+    calls, module = _failing_module((1, "doca-ofed 2.10.0 hi \n", "dpkg-query: no packages found matching x\n"))
+    assert host_utils.run_or_fail(module, ["dpkg-query", "-W", "doca-ofed", "x"], ok=(0, 1)) == "doca-ofed 2.10.0 hi \n"
+    assert calls == [(["dpkg-query", "-W", "doca-ofed", "x"], {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"})]
+
+
+def test_run_or_fail_names_the_command_its_status_and_what_it_printed():
+    # a message in the shape networkctl prints when systemd-networkd is not running (composed)
+    _, module = _failing_module((1, "", "Failed to reload network settings: Unit dbus-org.freedesktop.network1.service not found.\n"))
+    with pytest.raises(_Failed) as failed:
+        host_utils.run_or_fail(module, ["/usr/bin/networkctl", "reload"])
+    result = failed.value.args[0]
+    assert result["msg"] == ("/usr/bin/networkctl reload failed (rc 1): Failed to reload network settings: "
+                             "Unit dbus-org.freedesktop.network1.service not found.")
+    assert result["rc"] == 1
+    # nothing on stderr: stdout is what it printed
+    _, module = _failing_module((2, "ofed_info: unknown option\n", ""))
+    with pytest.raises(_Failed, match="rc 2"):
+        host_utils.run_or_fail(module, ["ofed_info", "-z"])
+
+
 def test_write_beside_places_the_whole_file_with_its_mode_in_a_new_directory(tmp_path):
     dest = tmp_path / "keyrings" / "cuda.asc"
     placed = host_utils.write_beside(str(dest), b"key\n", 0o640, ".test-", lambda tmp: os.rename(tmp, str(dest))
