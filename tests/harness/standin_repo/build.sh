@@ -240,6 +240,27 @@ exit 0
 EOF
 }
 
+# unit_maintscripts ROOT UNIT: the maintainer scripts dh_installsystemd writes for a unit the
+# package ships: enable it at configure, purge its state at purge
+unit_maintscripts() {
+  cat > "$1/DEBIAN/postinst" <<EOF
+#!/bin/sh
+set -e
+if [ "\$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper enable $2 >/dev/null || true
+fi
+exit 0
+EOF
+  cat > "$1/DEBIAN/postrm" <<EOF
+#!/bin/sh
+set -e
+if [ "\$1" = purge ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper purge $2 >/dev/null || true
+fi
+exit 0
+EOF
+}
+
 sign_flat_repo() {   # sign_flat_repo DIR KEYID ORIGIN LABEL SUITE [DEB_ARCH]
   local dir=$1 keyid=$2 origin=$3 label=$4 suite=$5 debarch=${6:-amd64}
   wait_debs
@@ -332,22 +353,7 @@ pkgs=$(dpkg-query -W -f='${Package} ${Status}\n' 'doca-*' 'mlnx-ofed-*' 2>/dev/n
 exit 0
 EOF
   chmod 755 "$r/usr/sbin/ofed_uninstall.sh"
-  cat > "$r/DEBIAN/postinst" <<'EOF'
-#!/bin/sh
-set -e
-if [ "$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper enable openibd.service >/dev/null || true
-fi
-exit 0
-EOF
-  cat > "$r/DEBIAN/postrm" <<'EOF'
-#!/bin/sh
-set -e
-if [ "$1" = purge ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper purge openibd.service >/dev/null || true
-fi
-exit 0
-EOF
+  unit_maintscripts "$r" openibd.service
   finish_pkg "$r" "$dest" "Depends: kmod
 Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
     "mlnx-ofed-kernel userland ($real): ofed_info, openibd"
@@ -364,22 +370,7 @@ Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
   sed 's#/usr/bin/mlxconfig#/usr/bin/mstconfig#' "$here/src/mft/standin-mlxconfig-boot.service" \
     > "$r/lib/systemd/system/standin-mlxconfig-boot.service"
   chmod 644 "$r/lib/systemd/system/standin-mlxconfig-boot.service"
-  cat > "$r/DEBIAN/postinst" <<'EOF'
-#!/bin/sh
-set -e
-if [ "$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper enable standin-mlxconfig-boot.service >/dev/null || true
-fi
-exit 0
-EOF
-  cat > "$r/DEBIAN/postrm" <<'EOF'
-#!/bin/sh
-set -e
-if [ "$1" = purge ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper purge standin-mlxconfig-boot.service >/dev/null || true
-fi
-exit 0
-EOF
+  unit_maintscripts "$r" standin-mlxconfig-boot.service
   finish_pkg "$r" "$dest" "Depends: python3" \
     "mstflint ($real): mstconfig, reading and setting fake ConnectX cards' NV configuration"
 
@@ -399,22 +390,7 @@ EOF
   mkdir -p "$r/usr/bin" "$r/lib/systemd/system"
   install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mlxconfig"
   install -m 644 "$here/src/mft/standin-mlxconfig-boot.service" "$r/lib/systemd/system/standin-mft-boot.service"
-  cat > "$r/DEBIAN/postinst" <<'EOF'
-#!/bin/sh
-set -e
-if [ "$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper enable standin-mft-boot.service >/dev/null || true
-fi
-exit 0
-EOF
-  cat > "$r/DEBIAN/postrm" <<'EOF'
-#!/bin/sh
-set -e
-if [ "$1" = purge ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper purge standin-mft-boot.service >/dev/null || true
-fi
-exit 0
-EOF
+  unit_maintscripts "$r" standin-mft-boot.service
   finish_pkg "$r" "$dest" "Depends: python3" \
     "mft ($real): MFT's mlxconfig, reading and setting fake ConnectX cards' NV configuration"
 
@@ -561,14 +537,7 @@ Replaces: $other" \
   sed "s/@VERSION@/$v/" "$here/src/nvidia/userland/nvidia-persistenced" > "$r/usr/bin/nvidia-persistenced"
   chmod 755 "$r/usr/bin/nvidia-persistenced"
   install -m 644 "$here/src/nvidia/userland/nvidia-persistenced.service" "$r/lib/systemd/system/"
-  cat > "$r/DEBIAN/postinst" <<'EOF'
-#!/bin/sh
-set -e
-if [ "$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper enable nvidia-persistenced.service >/dev/null || true
-fi
-exit 0
-EOF
+  unit_maintscripts "$r" nvidia-persistenced.service
   finish_pkg "$r" "$cuda" "" "nvidia-persistenced $v"
 
   r=$(new_pkg nvidia-driver-cuda "$pv" amd64)
