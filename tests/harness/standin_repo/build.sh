@@ -243,22 +243,18 @@ EOF
 # unit_maintscripts ROOT UNIT: the maintainer scripts dh_installsystemd writes for a unit the
 # package ships: enable it at configure, purge its state at purge
 unit_maintscripts() {
-  cat > "$1/DEBIAN/postinst" <<EOF
+  local script when action
+  for script in "postinst configure enable" "postrm purge purge"; do
+    read -r script when action <<<"$script"
+    cat > "$1/DEBIAN/$script" <<EOF
 #!/bin/sh
 set -e
-if [ "\$1" = configure ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper enable $2 >/dev/null || true
+if [ "\$1" = $when ] && command -v deb-systemd-helper >/dev/null 2>&1; then
+	deb-systemd-helper $action $2 >/dev/null || true
 fi
 exit 0
 EOF
-  cat > "$1/DEBIAN/postrm" <<EOF
-#!/bin/sh
-set -e
-if [ "\$1" = purge ] && command -v deb-systemd-helper >/dev/null 2>&1; then
-	deb-systemd-helper purge $2 >/dev/null || true
-fi
-exit 0
-EOF
+  done
 }
 
 sign_flat_repo() {   # sign_flat_repo DIR KEYID ORIGIN LABEL SUITE [DEB_ARCH]
