@@ -369,6 +369,11 @@ def test_a_node_whose_stage_asked_for_a_reboot_is_rebooted_only_in_the_rolling_p
     assert n2.index("lock") < n2.index("host_prereqs") < n2.index("drain") < n2.index("reboot") < first_verify
     assert n2.count("lock") == 1 and n2.count("verify") == 1 and n2[-3:] == ["resume", "record", "unlock"]
     assert "its stages asked for a reboot" in proc.stdout
+    # its stages ran to their end undrained: the rolling play drains and reboots it without running them again
+    rolled = n2[n2.index("drain"):]
+    assert not {"os_release_pin", "host_prereqs", "mlnx_ofed", "nvidia_driver", "gpudirect_peermem", "pcie_acs"} & set(rolled), rolled
+    assert n2.count("host_prereqs") == 1 and n2.count("nvidia_driver") == 1, n2
+    assert "n2: os_pin, drivers and pcie_acs ran to their end undrained earlier in this run" in proc.stdout
 
 
 @pytest.mark.parametrize("knob, value, message", [
