@@ -418,3 +418,21 @@ def test_a_toolkit_change_of_one_stage_runs_only_that_stage(project):
     assert "mlnx_ofed" in n1 and "nic_config" in n1 and "nvidia_driver" in n1 and "gpudirect_peermem" in n1 and "gpudirect_dkms" in n1
     assert not {"os_release_pin", "host_prereqs", "pcie_acs", "drain", "reboot"} & set(n1)
     assert n1[-3:] == ["verify", "record", "unlock"]
+
+
+def test_a_rolled_node_runs_only_the_stages_whose_inputs_changed(project):
+    """A node that matches its record, where only the drivers stage's inputs changed and that change
+    disrupts (a driver reload): rolled, drained, but os_pin and pcie_acs are left out there too, as
+    in the undrained stage plays (gpudirect_skip_<stage>); the reboot and verification still run."""
+    fleet = dict(FLEET, n2={"stub_skip_stages": ["os_pin", "pcie_acs", "verify"],
+                            "stub_skip_roles": ["host_prereqs", "os_release_pin", "pcie_acs", "gpudirect_verify"],
+                            "stub_disrupt": {"nvidia_driver": ["driver reload: 570 -> 580"]}})
+    proc, events = _run(project, fleet)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    n2 = _of(events, "n2")
+    rolled = n2[n2.index("drain"):]
+    assert rolled.index("mlnx_ofed") < rolled.index("nvidia_driver") < rolled.index("gpudirect_peermem") \
+        < rolled.index("reboot") < rolled.index("verify"), rolled
+    assert not {"os_release_pin", "host_prereqs", "pcie_acs"} & set(n2), n2
+    assert rolled[-3:] == ["resume", "record", "unlock"]
+    assert "n2: the stages os_pin, pcie_acs are left out: the node matches its converged-state record" in proc.stdout
