@@ -39,8 +39,8 @@ def test_every_stage_ended_as_the_harness_expected():
     assert bad == {}
 
 
-@pytest.mark.parametrize("stage, mode", [("gpudirect_os_release_pin", "check"), ("gpudirect_host_prereqs", "again"),
-                                         ("gpudirect_host_prereqs", "check"), ("gpudirect_pcie_acs", "query"), ("gpudirect_pcie_acs", "check")])
+@pytest.mark.parametrize("stage, mode", [("os_release_pin", "check"), ("host_prereqs", "again"),
+                                         ("host_prereqs", "check"), ("pcie_acs", "query"), ("pcie_acs", "check")])
 def test_converged_or_read_only_runs_change_nothing(stage, mode):
     row = _summary()[(stage, mode)]
     assert (row["rc"], row["changed"], row["failed"]) == ("0", "0", "0")
@@ -53,8 +53,8 @@ def test_pin_then_unpin_leaves_holds_and_apt_configuration_as_they_were():
     holds = before.split("# apt-mark showhold\n")[1].split("#")[0].split()
     assert {"libnccl2", "libcudnn9-cuda-13"} <= set(holds)
     rows = _summary()
-    assert int(rows[("gpudirect_os_release_pin", "apply")]["changed"]) > 0
-    assert int(rows[("gpudirect_os_release_pin", "unpin")]["changed"]) > 0
+    assert int(rows[("os_release_pin", "apply")]["changed"]) > 0
+    assert int(rows[("os_release_pin", "unpin")]["changed"]) > 0
 
 
 def test_pin_reads_packages_without_python3_apt_and_finds_no_kernel_package():
@@ -66,7 +66,7 @@ def test_pin_reads_packages_without_python3_apt_and_finds_no_kernel_package():
 def test_host_prereqs_without_systemd_writes_limits_and_says_no_reexec():
     messages = _messages("host_prereqs-apply.log")
     assert any(m.startswith("The service manager here is process_api, not systemd") for m in messages)
-    assert _summary()[("gpudirect_host_prereqs", "apply")]["changed"] == "3"
+    assert _summary()[("host_prereqs", "apply")]["changed"] == "3"
 
 
 def test_iommu_passthrough_without_grub_leaves_the_command_line_and_asks_no_reboot():
@@ -78,8 +78,8 @@ def test_iommu_passthrough_without_grub_leaves_the_command_line_and_asks_no_rebo
 def test_pcie_acs_on_a_node_without_bridges_installs_no_boot_applier():
     assert any(m.startswith("No selected bridge has an ACS capability") for m in _messages("pcie_acs-check.log"))
     log = _read("pcie_acs-check.log")
-    assert "TASK [gpudirect_pcie_acs : Install pciutils" not in log
-    assert re.search(r"TASK \[gpudirect_pcie_acs : Install the boot-time applier\][^\n]*\nskipping:", log)
+    assert "TASK [pcie_acs : Install pciutils" not in log
+    assert re.search(r"TASK \[pcie_acs : Install the boot-time applier\][^\n]*\nskipping:", log)
 
 
 def test_mlnx_ofed_detects_the_inbox_stack_and_says_what_it_would_install():
@@ -95,11 +95,11 @@ def test_site_check_runs_every_stage_and_the_verification_says_it_would_fail():
     log = _read("site.yml-check.log")
     for stage in ("gpudirect_state : Say what this run does", "gpudirect_preflight : Show the preflight table",
                   "Plan what each deciding role would change (read-only)",
-                  "gpudirect_os_release_pin : ", "gpudirect_host_prereqs : ", "gpudirect_mlnx_ofed : ", "gpudirect_nvidia_driver : ", "gpudirect_peermem : ",
-                  "gpudirect_pcie_acs : ", "gpudirect_verify : "):
+                  "os_release_pin : ", "host_prereqs : ", "mlnx_ofed : ", "nvidia_driver : ", "gpudirect_peermem : ",
+                  "pcie_acs : ", "gpudirect_verify : "):
         assert "TASK [" + stage in log, stage
     # the read-only pass found nothing disruptive: the node was staged undrained
-    assert "vm: no disruption: gpudirect_mlnx_ofed: install inbox RDMA packages" in log
+    assert "vm: no disruption: mlnx_ofed: install inbox RDMA packages" in log
     # no NIC on the node: check mode names the verdict it would reach, and no record is written
     assert "check: would FAIL  no_rdma_device" in log
     assert "no converged-state record written: verification did not pass in this run (would_fail)" in log

@@ -64,8 +64,8 @@ stage gpudirect_host_prereqs iommu-check 0 -- $R -e harness_role=gpudirect_host_
 rm -f /etc/security/limits.d/90-gpudirect-memlock.conf /etc/systemd/system.conf.d/90-gpudirect-memlock.conf \
       /etc/systemd/user.conf.d/90-gpudirect-memlock.conf
 
-stage pcie_acs query 0 -- $R -e harness_role=pcie_acs -e gpudirect_pcie_acs_state=query -e gpudirect_pcie_acs_mode=all
-stage pcie_acs check 0 -- $R -e harness_role=pcie_acs -e gpudirect_pcie_acs_state=disabled -e gpudirect_pcie_acs_mode=all --check
+stage gpudirect_pcie_acs query 0 -- $R -e harness_role=gpudirect_pcie_acs -e gpudirect_pcie_acs_state=query -e gpudirect_pcie_acs_mode=all
+stage gpudirect_pcie_acs check 0 -- $R -e harness_role=gpudirect_pcie_acs -e gpudirect_pcie_acs_state=disabled -e gpudirect_pcie_acs_mode=all --check
 
 stage gpudirect_mlnx_ofed check 0 -- $R -e harness_role=gpudirect_mlnx_ofed -e gpudirect_mlnx_ofed_method=inbox --check
 
