@@ -311,7 +311,7 @@ _NIC_PARAM_STATES = (
 )
 _NIC_MARKERS = {
     "in_place": "ok",
-    "to_set": "DIFFERS from the knobs: next boot is not the wanted value (nic_config sets it; a firmware reset "
+    "to_set": "DIFFERS from the knobs: next boot is not the wanted value (gpudirect_nic_config sets it; a firmware reset "
               "loads it)",
     "pending": "DIFFERS from the knobs: running value; next boot already holds the wanted value (waits for a "
                "firmware reset or reboot)",
@@ -334,8 +334,8 @@ def _card_key(pci):
 def _nic_status(nic_config):
     """(status, reason) of the firmware configuration read as a whole."""
     if nic_config is None:
-        return ("not_read", "the nic_config plan (roles/gpudirect_nic_config/tasks/plan.yml) did not run on this host in this "
-                            "run: no plan pass and no nic_config stage (playbooks/verify.yml alone, or the stage "
+        return ("not_read", "the gpudirect_nic_config plan (roles/gpudirect_nic_config/tasks/plan.yml) did not run on this host in this "
+                            "run: no plan pass and no gpudirect_nic_config role (playbooks/verify.yml alone, or the stage "
                             "left out by tag)")
     wanted = nic_config.get("wanted")
     if isinstance(wanted, str):     # a plan record templated to text: "True" / "False"
@@ -346,7 +346,7 @@ def _nic_status(nic_config):
     if nic_config.get("tool_missing"):
         return ("tool_missing", nic_config["tool_missing"])
     if not nic_config.get("devices"):
-        return ("no_card", nic_config.get("skip_reason") or "nic_config found no ConnectX physical function to query")
+        return ("no_card", nic_config.get("skip_reason") or "gpudirect_nic_config found no ConnectX physical function to query")
     return ("read", "")
 
 
@@ -422,7 +422,7 @@ def gpudirect_nic_firmware(facts, nic_config=None):
         queried = "to_set" in card or "in_place" in card
         card_status, card_reason = status, reason
         if status == "read" and not queried:
-            card_status, card_reason = "not_queried", "nic_config returned no query of this card"
+            card_status, card_reason = "not_queried", "gpudirect_nic_config returned no query of this card"
         cards.append({
             "pci": card["pci"],
             "rdma_devices": [d.get("name") for d in devs],
@@ -438,7 +438,7 @@ def gpudirect_nic_firmware(facts, nic_config=None):
         devs = sorted(by_card[key], key=lambda d: d.get("name") or "")
         card_status, card_reason = status, reason
         if status == "read":
-            card_status, card_reason = "not_queried", "not a ConnectX card nic_config queried (another vendor, or " \
+            card_status, card_reason = "not_queried", "not a ConnectX card gpudirect_nic_config queried (another vendor, or " \
                                                       "left out by gpudirect_nic_config_devices)"
         cards.append({
             "pci": min(d["pci_address"] for d in devs),
@@ -476,7 +476,7 @@ def gpudirect_nic_firmware_lines(facts, nic_config=None, indent="  "):
             summary = "no exposed parameter differs from the knobs"
         else:
             summary = "every managed parameter as the knobs want"
-        title = "NIC firmware: configuration read by nic_config; " + summary
+        title = "NIC firmware: configuration read by gpudirect_nic_config; " + summary
     else:
         title = "NIC firmware: configuration not read (%s): %s" % (_NIC_STATUS_LABEL.get(status, status), reason)
     lines = [indent + title]

@@ -186,7 +186,7 @@ def test_grubby_edit_merges_pci_options_and_removes_only_our_stale_ones():
 
 def test_dropin_round_trip_keeps_quotes_for_grub():
     args = ['pci=config_acs="0x0@0000:02:08.0;0x0@0000:03:00.0"', "iommu=pt"]
-    text = render_dropin("gpudirect_pcie_acs", args)
+    text = render_dropin("pcie_acs", args)
     assert 'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} pci=config_acs=\\"0x0@0000:02:08.0;0x0@0000:03:00.0\\" iommu=pt"' in text
     assert parse_dropin_args(text) == args
     # the drop-ins earlier releases of gpudirect_host_prereqs and gpudirect_pcie_acs wrote
@@ -374,7 +374,7 @@ def test_boot_once_running_kernel_already_carries_it_defers_the_dropin(tmp_path,
 
 
 def test_boot_once_converged_node_plans_nothing(tmp_path, run_module):
-    dropin = render_dropin("gpudirect_host_prereqs", ["iommu=pt"])
+    dropin = render_dropin("host_prereqs", ["iommu=pt"])
     cfg = _cfg().replace("ro console=ttyS0,19200n8 net.ifnames=0", "ro console=ttyS0,19200n8 net.ifnames=0 iommu=pt")
     result = _boot_once(run_module, _node(tmp_path, cfg, dropin=dropin, cmdline=CMDLINE.strip() + " iommu=pt"),
                         ["iommu=pt"])
@@ -382,7 +382,7 @@ def test_boot_once_converged_node_plans_nothing(tmp_path, run_module):
 
 
 def test_boot_once_removal_boots_once_without_the_argument(tmp_path, run_module):
-    dropin = render_dropin("gpudirect_host_prereqs", ["iommu=pt"])
+    dropin = render_dropin("host_prereqs", ["iommu=pt"])
     cfg = _cfg().replace("ro console=ttyS0,19200n8 net.ifnames=0", "ro console=ttyS0,19200n8 net.ifnames=0 iommu=pt")
     result = _boot_once(run_module, _node(tmp_path, cfg, dropin=dropin, cmdline=CMDLINE.strip() + " iommu=pt"), [])
     assert result["trial"] and "iommu=pt" not in result["trial_args"] and result["reboot"] is True
@@ -403,7 +403,7 @@ def test_boot_once_without_a_default_entry_to_copy_writes_the_default_and_says_s
 def test_trial_script_quotes_what_grub_would_split():
     entry = {"title": "Debian GNU/Linux", "body": ["\tlinux\t/boot/vmlinuz-6.1.0-40-amd64 root=UUID=x ro quiet",
                                                     "\tinitrd\t/boot/initrd.img-6.1.0-40-amd64"]}
-    script = render_trial_script(entry, ["root=UUID=x", "ro", "$vt_handoff", 'pci=config_acs="a;b"'], ["gpudirect_pcie_acs"])
+    script = render_trial_script(entry, ["root=UUID=x", "ro", "$vt_handoff", 'pci=config_acs="a;b"'], ["pcie_acs"])
     line = [ln for ln in script.splitlines() if ln.strip().startswith("linux")][0]
     assert line == "\tlinux /boot/vmlinuz-6.1.0-40-amd64 root=UUID=x ro $vt_handoff 'pci=config_acs=\"a;b\"'"
     assert parse_grub_cfg(script.split("\n", 5)[5])["entries"][0]["args"][-1] == 'pci=config_acs="a;b"'

@@ -14,7 +14,7 @@ from ansible.module_utils.gpudirect_nic_config import (
     plan_qos,
 )
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "gpudirect_nic_config")
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "nic_config")
 
 
 def fixture(name):

@@ -19,7 +19,7 @@ from conftest import PROJECT_FIXTURES, ROOT
 from sysfs_tree import SysfsTree
 
 STANDIN = os.path.join(ROOT, "tests", "harness", "standin_repo", "src", "mft", "mlxconfig")
-FIXTURES = os.path.join(PROJECT_FIXTURES, "gpudirect_nic_config")
+FIXTURES = os.path.join(PROJECT_FIXTURES, "nic_config")
 CX7 = "0000:17:00.0"
 CX6 = "0000:4b:00.0"
 

@@ -26,7 +26,7 @@ import gpudirect_verify as verify
 from conftest import PROJECT_FIXTURES, play_on_localhost
 from sysfs_tree import SysfsTree
 
-FIXTURES = os.path.join(PROJECT_FIXTURES, "gpudirect_nic_config")
+FIXTURES = os.path.join(PROJECT_FIXTURES, "nic_config")
 CX = "0000:17:00.0"
 CX6 = "0000:4b:00.0"
 SYSTEM_PATH = os.environ["PATH"]    # before a test's fixture_tool narrows PATH to the fake tool
@@ -224,7 +224,7 @@ def test_a_software_rdma_device_has_no_firmware_row():
 def test_preflight_table_has_the_section_only_when_given_the_plan(cx4):
     facts, plan = cx4
     without = report.gpudirect_preflight_report(facts, "node1")
-    with_plan = report.gpudirect_preflight_report(facts, "node1", gpudirect_nic_config=plan)
+    with_plan = report.gpudirect_preflight_report(facts, "node1", nic_config=plan)
     section = report.gpudirect_nic_firmware_lines(facts, plan)
     assert not any("NIC firmware" in l for l in without)
     start = with_plan.index(section[0])

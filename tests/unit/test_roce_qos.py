@@ -26,7 +26,7 @@ def fixture(name):
 # ------------------------------------------------------------------ parser, real outputs
 
 def nic_fixture(name):
-    with open(os.path.join(PROJECT_FIXTURES, "gpudirect_nic_config", name), newline="") as handle:
+    with open(os.path.join(PROJECT_FIXTURES, "nic_config", name), newline="") as handle:
         return handle.read()
 
 
