@@ -1,8 +1,8 @@
-"""Ansible filter of the mlnx_ofed role's vars: the DOCA repository's distro directory for a node.
+"""Ansible filter of the gpudirect_mlnx_ofed role's vars: the DOCA repository's distro directory for a node.
 
 ``release | mlnx_ofed_doca_distro(os_family, distribution, version)`` -> e.g. 'rhel9.4' for
 DOCA 2.9.1 on EL 9.4, 'rhel9' for DOCA 3.2.0 and later, 'ubuntu24.04', 'debian12'; '' when
-not known (the role's validation then names mlnx_ofed_repo_distro). The decision lives in
+not known (the role's validation then names gpudirect_mlnx_ofed_repo_distro). The decision lives in
 plugin_utils/gpudirect_doca.py (one implementation, also used by the unit tests); this file
 loads it by path, as Ansible loads filters.
 """

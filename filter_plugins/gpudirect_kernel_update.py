@@ -10,9 +10,9 @@ module_utils/gpudirect_kernel_update.py (the one implementation, which the unit 
     the lines the plan prints: the target and where it came from, each node with what
     it gets and why, the nodes not planned (``lost``), and how to keep the target.
 ``packages | kernel_update_target_versions(target)``
-    ``kernel_update_target`` (a version, or a mapping package: version) as a mapping.
+    ``gpudirect_kernel_update_target`` (a version, or a mapping package: version) as a mapping.
 ``packages | kernel_update_install_names(target, method)``
-    roles/kernel_update: the package specs that install exactly the target
+    roles/gpudirect_kernel_update: the package specs that install exactly the target
     (``name=version`` for apt, ``name-version`` for dnf).
 
 Bad input raises ``AnsibleFilterError`` with the message of the decision.
@@ -49,7 +49,7 @@ def kernel_update_campaign(plans, target=""):
         if len(lists) > 1:
             return {"target": {}, "source": "", "pending": {}, "done": {},
                     "errors": ["the nodes update different kernel packages (%s): one campaign rolls one kernel out, so "
-                               "run kernel_update.yml once per distribution (--limit), or set kernel_update_packages "
+                               "run kernel_update.yml once per distribution (--limit), or set gpudirect_kernel_update_packages "
                                "alike" % "; ".join("%s on %s" % (", ".join(k), ", ".join(h)) for k, h in sorted(lists.items()))]}
         packages = list(next(iter(lists))) if lists else []
         if not packages:

@@ -146,7 +146,7 @@ def gpudirect_findings(facts, max_distance="SYS", reboot_reasons=None, signing_c
     imex = facts.get("imex") or {}
     if imex.get("installed") and imex.get("problems"):
         add("warn", "imex", "the IMEX domain is not whole (%s): multi-node NVLink memory sharing fails for jobs that "
-            "span the missing nodes; every node of nvidia_driver_imex_nodes must run nvidia-imex with the same list"
+            "span the missing nodes; every node of gpudirect_nvidia_driver_imex_nodes must run nvidia-imex with the same list"
             % "; ".join(imex["problems"][:4]))
 
     for warning in facts.get("warnings") or []:
@@ -198,7 +198,7 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
     Every line describes the running system (loaded modules, booted command line,
     live ACS registers). ``reboot_reasons`` (``gpudirect_reboot_reasons``: reboots
     this run asked for and did not get) adds a line saying so, and the lines a
-    reboot changes are marked as read before it. ``nic_config`` (the ``nic_config_plan`` fact)
+    reboot changes are marked as read before it. ``nic_config`` (the ``gpudirect_nic_config_plan`` fact)
     adds the NIC firmware section (:func:`gpudirect_nic_firmware_lines`); None leaves it out.
     ``roce_qos`` (the ``gpudirect_roce_qos_plan`` fact) adds the RoCE QoS section
     (:func:`gpudirect_roce_qos_lines`); None leaves it out.
@@ -296,7 +296,7 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
 
 # --------------------------------------------------------------------------------------------
 # NIC firmware (issue #32): the nic_config plan (library/gpudirect_nic_config.py, registered by
-# roles/nic_config/tasks/plan.yml as nic_config_plan) beside the firmware version in the facts
+# roles/gpudirect_nic_config/tasks/plan.yml as gpudirect_nic_config_plan) beside the firmware version in the facts
 # (rdma_devices[].fw_ver, read from /sys/class/infiniband/<dev>/fw_ver). No query of its own.
 # --------------------------------------------------------------------------------------------
 
@@ -311,7 +311,7 @@ _NIC_PARAM_STATES = (
 )
 _NIC_MARKERS = {
     "in_place": "ok",
-    "to_set": "DIFFERS from the knobs: next boot is not the wanted value (nic_config sets it; a firmware reset "
+    "to_set": "DIFFERS from the knobs: next boot is not the wanted value (gpudirect_nic_config sets it; a firmware reset "
               "loads it)",
     "pending": "DIFFERS from the knobs: running value; next boot already holds the wanted value (waits for a "
                "firmware reset or reboot)",
@@ -334,19 +334,19 @@ def _card_key(pci):
 def _nic_status(nic_config):
     """(status, reason) of the firmware configuration read as a whole."""
     if nic_config is None:
-        return ("not_read", "the nic_config plan (roles/nic_config/tasks/plan.yml) did not run on this host in this "
-                            "run: no plan pass and no nic_config stage (playbooks/verify.yml alone, or the stage "
+        return ("not_read", "the gpudirect_nic_config plan (roles/gpudirect_nic_config/tasks/plan.yml) did not run on this host in this "
+                            "run: no plan pass and no gpudirect_nic_config role (playbooks/verify.yml alone, or the stage "
                             "left out by tag)")
     wanted = nic_config.get("wanted")
     if isinstance(wanted, str):     # a plan record templated to text: "True" / "False"
         wanted = wanted.strip().lower() in ("true", "yes", "1")
     if not wanted:
-        return ("not_configured", "nic_config_profiles and nic_config_params are empty: no firmware value is wanted, "
+        return ("not_configured", "gpudirect_nic_config_profiles and gpudirect_nic_config_params are empty: no firmware value is wanted, "
                                   "so the cards' configuration is not read")
     if nic_config.get("tool_missing"):
         return ("tool_missing", nic_config["tool_missing"])
     if not nic_config.get("devices"):
-        return ("no_card", nic_config.get("skip_reason") or "nic_config found no ConnectX physical function to query")
+        return ("no_card", nic_config.get("skip_reason") or "gpudirect_nic_config found no ConnectX physical function to query")
     return ("read", "")
 
 
@@ -383,7 +383,7 @@ def gpudirect_nic_firmware(facts, nic_config=None):
     firmware configuration values nic_config manages, with the ones that differ from the knobs.
 
     ``facts``: ``ansible_facts.gpudirect`` (``rdma_devices`` with ``pci_address`` and ``fw_ver``).
-    ``nic_config``: the ``nic_config_plan`` fact (``wanted``, ``devices``, ``tool_missing``, ...);
+    ``nic_config``: the ``gpudirect_nic_config_plan`` fact (``wanted``, ``devices``, ``tool_missing``, ...);
     None when the plan did not run. Returns a list of cards, each ``pci``, ``rdma_devices``,
     ``type``, ``part``, ``fw_ver`` (None when sysfs had none), ``status`` (``read``,
     ``not_configured``, ``tool_missing``, ``no_card``, ``not_read``, ``not_queried``), ``reason``,
@@ -395,8 +395,8 @@ def gpudirect_nic_firmware(facts, nic_config=None):
     facts = facts or {}
     if nic_config is not None:
         if not isinstance(nic_config, dict) or any(k not in nic_config for k in _NIC_PLAN_KEYS):
-            raise AnsibleFilterError("gpudirect_nic_firmware: nic_config must be the nic_config_plan fact (a dict with "
-                                     "wanted and devices, from roles/nic_config/tasks/plan.yml) or none, got %r"
+            raise AnsibleFilterError("gpudirect_nic_firmware: nic_config must be the gpudirect_nic_config_plan fact (a dict with "
+                                     "wanted and devices, from roles/gpudirect_nic_config/tasks/plan.yml) or none, got %r"
                                      % (nic_config,))
         if not isinstance(nic_config["devices"], list):
             raise AnsibleFilterError("gpudirect_nic_firmware: nic_config.devices must be a list, got %r"
@@ -422,7 +422,7 @@ def gpudirect_nic_firmware(facts, nic_config=None):
         queried = "to_set" in card or "in_place" in card
         card_status, card_reason = status, reason
         if status == "read" and not queried:
-            card_status, card_reason = "not_queried", "nic_config returned no query of this card"
+            card_status, card_reason = "not_queried", "gpudirect_nic_config returned no query of this card"
         cards.append({
             "pci": card["pci"],
             "rdma_devices": [d.get("name") for d in devs],
@@ -438,8 +438,8 @@ def gpudirect_nic_firmware(facts, nic_config=None):
         devs = sorted(by_card[key], key=lambda d: d.get("name") or "")
         card_status, card_reason = status, reason
         if status == "read":
-            card_status, card_reason = "not_queried", "not a ConnectX card nic_config queried (another vendor, or " \
-                                                      "left out by nic_config_devices)"
+            card_status, card_reason = "not_queried", "not a ConnectX card gpudirect_nic_config queried (another vendor, or " \
+                                                      "left out by gpudirect_nic_config_devices)"
         cards.append({
             "pci": min(d["pci_address"] for d in devs),
             "rdma_devices": [d.get("name") for d in devs],
@@ -476,7 +476,7 @@ def gpudirect_nic_firmware_lines(facts, nic_config=None, indent="  "):
             summary = "no exposed parameter differs from the knobs"
         else:
             summary = "every managed parameter as the knobs want"
-        title = "NIC firmware: configuration read by nic_config; " + summary
+        title = "NIC firmware: configuration read by gpudirect_nic_config; " + summary
     else:
         title = "NIC firmware: configuration not read (%s): %s" % (_NIC_STATUS_LABEL.get(status, status), reason)
     lines = [indent + title]

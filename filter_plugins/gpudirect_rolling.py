@@ -26,7 +26,7 @@
 ``hosts | gpudirect_rolling_setting(hostvars, knob[, override, override_name])``
     site.yml: the checked value of ``gpudirect_rolling_batch`` or
     ``gpudirect_rolling_max_fail_percentage`` that every node of the rolling play agrees on;
-    kernel_update.yml: ``override`` (kernel_update_serial, kernel_update_max_fail_percentage)
+    kernel_update.yml: ``override`` (gpudirect_kernel_update_serial, gpudirect_kernel_update_max_fail_percentage)
     replaces it when set, checked by the same rules under its own name.
 
 Bad input raises ``AnsibleFilterError`` with the message of the decision.

@@ -358,18 +358,18 @@ def main():
     wanted = dict(p["params"])
     if "profiles" in wanted:
         module.fail_json(msg="params: 'profiles' is not a firmware parameter; name profiles in profiles "
-                             "(nic_config_profiles). Nothing was changed.")
+                             "(gpudirect_nic_config_profiles). Nothing was changed.")
     wanted["profiles"] = list(p["profiles"])
     try:
         knobs = resolve_wanted(wanted)
     except ValueError as exc:
-        module.fail_json(msg="nic_config_profiles / nic_config_params: %s. Nothing was changed." % exc)
+        module.fail_json(msg="gpudirect_nic_config_profiles / gpudirect_nic_config_params: %s. Nothing was changed." % exc)
 
     restrict = []
     for address in p["devices"]:
         normal = normalize_pci_address(address if address.count(":") == 2 else "0000:" + address)
         if normal is None:
-            module.fail_json(msg="devices (nic_config_devices): %r is not a PCI address such as 0000:17:00.0. "
+            module.fail_json(msg="devices (gpudirect_nic_config_devices): %r is not a PCI address such as 0000:17:00.0. "
                                  "Nothing was changed." % address)
         restrict.append(normal)
 
@@ -379,7 +379,7 @@ def main():
     every_function = dict((f, pci) for pci, functions in cards.items() for f in functions)
     missing = [a for a in restrict if a not in every_function]
     if missing:
-        module.fail_json(msg="devices (nic_config_devices): %s %s not a ConnectX physical function on this host "
+        module.fail_json(msg="devices (gpudirect_nic_config_devices): %s %s not a ConnectX physical function on this host "
                              "(found: %s). Fix the list; nothing was changed."
                              % (", ".join(missing), "is" if len(missing) == 1 else "are",
                                 ", ".join(sorted(every_function)) or "none"))
@@ -398,8 +398,8 @@ def main():
     if tool is None:
         tools = ["mlxconfig", "mstconfig"] if p["tool"] == "auto" else [p["tool"]]
         what = ("profiles " + ", ".join(p["profiles"]) if p["profiles"] else "params " + ", ".join(sorted(p["params"])))
-        missing = ("%s wanted on %s, but %s is not installed: install %s, or leave nic_config_profiles and "
-                   "nic_config_params empty. Nothing was changed."
+        missing = ("%s wanted on %s, but %s is not installed: install %s, or leave gpudirect_nic_config_profiles and "
+                   "gpudirect_nic_config_params empty. Nothing was changed."
                    % (what, ", ".join(sorted(cards)), " / ".join(tools),
                       " or ".join("package " + TOOL_PACKAGES[t] + " (" + t + ")" for t in tools)))
         if p["state"] == "applied":

@@ -38,7 +38,7 @@ description:
     (C(vfio-pci) and its variants C(mlx5_vfio_pci), C(nvgrace_gpu_vfio_pci), C(hisi_acc_vfio_pci),
     C(virtio_vfio_pci), in short any driver whose name contains C(vfio); devices passed to virtual machines
     or user space) unless I(force=true).
-  - The change lasts until the next reboot, when the kernel programs ACS again. The C(pcie_acs) role
+  - The change lasts until the next reboot, when the kernel programs ACS again. The C(gpudirect_pcie_acs) role
     installs a boot-time unit that re-applies the same selection.
   - Direct-NIC platforms (ConnectX-8 built-in PCIe switch ports 15b3:197c/15b3:1979, the ConnectX-8 DMA Direct
     function 15b3:2100, NVIDIA Grace root ports 10de:22b1/22b2/22b8, Vera root ports 10de:2f95/2f96; the ids
@@ -166,7 +166,7 @@ notes:
   - Needs root (C(become)) on a live host; unprivileged reads of the configuration space stop
     after 64 bytes, before the extended capabilities, and the module fails saying so.
   - ACS is set again by the kernel at every boot; pair this module with a boot-time applier
-    (the C(pcie_acs) role installs C(gpudirect-pcie-acs.service)) or a kernel parameter.
+    (the C(gpudirect_pcie_acs) role installs C(gpudirect-pcie-acs.service)) or a kernel parameter.
   - Changing ACS at run time does not rebuild IOMMU groups, which the kernel forms at boot.
 requirements:
   - Linux with sysfs mounted at C(<root>/sys).
@@ -432,7 +432,7 @@ direct_nic:
 changes:
   description: One sentence per bridge whose ACS Control changed (in check mode, would change), with the
     before and after values; empty when every selected bridge already holds its target value. The
-    C(pcie_acs) role's plan (C(pcie_acs_plan.changes)) is built from it.
+    C(gpudirect_pcie_acs) role's plan (C(gpudirect_pcie_acs_plan.changes)) is built from it.
   returned: always
   type: list
   elements: str

@@ -27,12 +27,12 @@ author:
   - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   packages:
-    description: The kernel and header packages of the update (C(kernel_update_packages), or the distribution's).
+    description: The kernel and header packages of the update (C(gpudirect_kernel_update_packages), or the distribution's).
     type: list
     elements: str
     required: true
   refresh:
-    description: Refresh the package lists before reading them (C(kernel_update_refresh_cache)).
+    description: Refresh the package lists before reading them (C(gpudirect_kernel_update_refresh_cache)).
     type: bool
     default: true
   target:
@@ -159,7 +159,7 @@ class Reader:
         if refresh:
             self.run([self.module.get_bin_path("apt-get", required=True), "update", "-q"],
                      "The package lists could not be refreshed: fix the node's apt sources, or set "
-                     "kernel_update_refresh_cache: false to plan from the lists it has")
+                     "gpudirect_kernel_update_refresh_cache: false to plan from the lists it has")
         argv = [self.module.get_bin_path("apt-cache", required=True), "policy"] + list(packages)
         found = self.parsed(parse_apt_policy, self.run(argv, "apt cannot read its package lists"), argv)
         out = {}
@@ -173,7 +173,7 @@ class Reader:
         dnf = self.module.get_bin_path("dnf", required=True)
         if refresh:
             self.run([dnf, "-q", "makecache"], "The package metadata could not be refreshed: fix the node's "
-                     "repositories, or set kernel_update_refresh_cache: false to plan from the metadata it has")
+                     "repositories, or set gpudirect_kernel_update_refresh_cache: false to plan from the metadata it has")
         rpm_argv = [self.module.get_bin_path("rpm", required=True), "-q", "--qf", RPM_QF] + list(packages)
         # rpm -q exits with the number of packages not installed
         installed = self.parsed(parse_rpm_versions, self.run(rpm_argv, "rpm cannot read its database",
@@ -209,7 +209,7 @@ def main():
     packages = [name.strip() for name in p["packages"]]
     bad = [name for name in packages if not name or any(c.isspace() for c in name) or name.startswith("-")]
     if not packages or bad:
-        module.fail_json(msg="kernel_update_packages must name packages (got %r): fix it in the inventory" % p["packages"])
+        module.fail_json(msg="gpudirect_kernel_update_packages must name packages (got %r): fix it in the inventory" % p["packages"])
     try:
         target = normalise_target(p["target"], packages)
     except ValueError as exc:

@@ -1,12 +1,12 @@
 #!/usr/bin/python
-"""Read-only plan of the mlnx_ofed role: probe the OFED stack and decide what the role would do."""
+"""Read-only plan of the gpudirect_mlnx_ofed role: probe the OFED stack and decide what the role would do."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: gpudirect_plan_mlnx_ofed
-short_description: Decide what the mlnx_ofed role would change on this node, and what that would disrupt
+short_description: Decide what the gpudirect_mlnx_ofed role would change on this node, and what that would disrupt
 description:
   - Reads the installed OFED stack (C(ofed_info -s)), the installed and held OFED packages (dpkg-query, or rpm and
     C(dnf versionlock list)), the loaded peer-memory modules, the stack's uninstaller, the DOCA repository file and,
@@ -23,7 +23,7 @@ description:
     version, and when another stack is in the way and O(allow_replace) is false; each message names the knob.
 options:
   method:
-    description: C(mlnx_ofed_method).
+    description: C(gpudirect_mlnx_ofed_method).
     type: str
     required: true
     choices: [doca, mlnx_ofed_tarball, inbox]
@@ -32,7 +32,7 @@ options:
     type: str
     default: ""
   profile:
-    description: DOCA profile metapackage (C(mlnx_ofed_profile)).
+    description: DOCA profile metapackage (C(gpudirect_mlnx_ofed_profile)).
     type: str
     default: doca-ofed
   core_packages:
@@ -56,19 +56,19 @@ options:
     elements: str
     default: []
   hold:
-    description: C(mlnx_ofed_hold).
+    description: C(gpudirect_mlnx_ofed_hold).
     type: bool
     default: true
   restart_openibd:
-    description: C(mlnx_ofed_restart_openibd); false turns the restart into a reboot request.
+    description: C(gpudirect_mlnx_ofed_restart_openibd); false turns the restart into a reboot request.
     type: bool
     default: true
   allow_replace:
-    description: C(mlnx_ofed_allow_replace); false fails when another stack or version must be removed.
+    description: C(gpudirect_mlnx_ofed_allow_replace); false fails when another stack or version must be removed.
     type: bool
     default: true
   allow_disruption_over_rdma_netdev:
-    description: C(mlnx_ofed_allow_disruption_over_rdma_netdev); true lets a disruptive plan go ahead although the
+    description: C(gpudirect_mlnx_ofed_allow_disruption_over_rdma_netdev); true lets a disruptive plan go ahead although the
       controller's connection or a network filesystem runs over a ConnectX netdev.
     type: bool
     default: false
@@ -115,7 +115,7 @@ EXAMPLES = r"""
     core_packages: [mlnx-ofed-kernel-dkms, mlnx-ofed-kernel-utils]
     probe_packages: [mlnx-ofed-kernel-dkms, mlnx-ofed-kernel-utils, doca-ofed, rdma-core]
     repo_url: https://linux.mellanox.com/public/repo/doca/2.9.1/ubuntu24.04/x86_64/
-  register: mlnx_ofed_plan
+  register: gpudirect_mlnx_ofed_plan
 """
 
 RETURN = r"""
@@ -254,7 +254,7 @@ connection_guard:
       type: list
       elements: str
     overridden:
-      description: The plan disrupts something at risk and mlnx_ofed_allow_disruption_over_rdma_netdev let it go ahead.
+      description: The plan disrupts something at risk and gpudirect_mlnx_ofed_allow_disruption_over_rdma_netdev let it go ahead.
       type: bool
     detach_restart:
       description: The openibd restart runs detached (async) and the role waits for the connection.

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Read-only plan of the nvidia_driver role: what is installed and what the role would change."""
+"""Read-only plan of the gpudirect_nvidia_driver role: what is installed and what the role would change."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -8,7 +8,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: gpudirect_plan_nvidia_driver
-short_description: Probe the NVIDIA driver on a host and decide what the nvidia_driver role does
+short_description: Probe the NVIDIA driver on a host and decide what the gpudirect_nvidia_driver role does
 description:
   - Reads the installed driver packages, the nvidia module (loaded and on disk), OFED, the DKMS build
     record, NVIDIA class-0x0680 PCI functions, NVSwitch management functions (Mellanox functions whose
@@ -26,50 +26,50 @@ author:
   - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   branch:
-    description: Driver branch (C(nvidia_driver_branch)), three digits.
+    description: Driver branch (C(gpudirect_nvidia_driver_branch)), three digits.
     type: str
     required: true
   branch_unlisted_ok:
-    description: Accept a well-formed branch the toolkit does not list (C(nvidia_driver_branch_unlisted_ok)).
+    description: Accept a well-formed branch the toolkit does not list (C(gpudirect_nvidia_driver_branch_unlisted_ok)).
     type: bool
     default: false
   version:
-    description: Exact driver version of the branch (C(nvidia_driver_version)); empty for any.
+    description: Exact driver version of the branch (C(gpudirect_nvidia_driver_version)); empty for any.
     type: str
     default: ""
   flavor:
-    description: C(nvidia_driver_flavor).
+    description: C(gpudirect_nvidia_driver_flavor).
     type: str
     default: auto
     choices: [auto, open, proprietary]
   flavor_fallback:
-    description: Flavour C(auto) uses without an NVIDIA GPU (C(nvidia_driver_flavor_fallback)).
+    description: Flavour C(auto) uses without an NVIDIA GPU (C(gpudirect_nvidia_driver_flavor_fallback)).
     type: str
     default: open
     choices: [open, proprietary]
   gpu_support:
     description:
-      - C(nvidia_driver_gpu_support) - per PCI device id the kernel modules NVIDIA supports on it
+      - C(gpudirect_nvidia_driver_gpu_support) - per PCI device id the kernel modules NVIDIA supports on it
         (C(flavors) open, either or proprietary; optional C(first_branch), C(last_branch), C(name)).
       - Decides an id the toolkit's NVIDIA data does not know; without it such an id fails with C(auto) and
         C(proprietary).
     type: dict
     default: {}
   fabricmanager:
-    description: C(nvidia_driver_fabricmanager) - auto, true or false.
+    description: C(gpudirect_nvidia_driver_fabricmanager) - auto, true or false.
     type: str
     default: auto
   nvlsm:
-    description: C(nvidia_driver_nvlsm) - auto (on NVLink-5 HGX baseboards, beside the fabric manager), true or false.
+    description: C(gpudirect_nvidia_driver_nvlsm) - auto (on NVLink-5 HGX baseboards, beside the fabric manager), true or false.
     type: str
     default: auto
   imex:
-    description: C(nvidia_driver_imex) - auto (on GB200/GB300 compute trays), true or false.
+    description: C(gpudirect_nvidia_driver_imex) - auto (on GB200/GB300 compute trays), true or false.
     type: str
     default: auto
   imex_nodes:
     description:
-      - C(nvidia_driver_imex_nodes) - addresses of every node of the node's IMEX domain, in the same order
+      - C(gpudirect_nvidia_driver_imex_nodes) - addresses of every node of the node's IMEX domain, in the same order
         on each; empty leaves the IMEX service to the scheduler (per job).
     type: list
     elements: str
@@ -80,7 +80,7 @@ options:
     elements: str
     default: []
   module_options:
-    description: C(nvidia_driver_module_options) - NVreg_* parameters of the nvidia module.
+    description: C(gpudirect_nvidia_driver_module_options) - NVreg_* parameters of the nvidia module.
     type: dict
     default: {}
   module_options_conf:
@@ -97,11 +97,11 @@ options:
     type: str
     required: true
   hold:
-    description: C(nvidia_driver_hold).
+    description: C(gpudirect_nvidia_driver_hold).
     type: bool
     default: true
   blacklist_nouveau:
-    description: C(nvidia_driver_blacklist_nouveau).
+    description: C(gpudirect_nvidia_driver_blacklist_nouveau).
     type: bool
     default: true
   nouveau_conf:
@@ -109,11 +109,11 @@ options:
     type: path
     default: /etc/modprobe.d/gpudirect-blacklist-nouveau.conf
   rebuild_on_ofed_change:
-    description: C(nvidia_driver_rebuild_on_ofed_change).
+    description: C(gpudirect_nvidia_driver_rebuild_on_ofed_change).
     type: bool
     default: true
   ofed_changed:
-    description: C(gpudirect_ofed_changed) from the mlnx_ofed stage in this run.
+    description: C(gpudirect_ofed_changed) from the gpudirect_mlnx_ofed stage in this run.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -127,12 +127,12 @@ notes:
 EXAMPLES = r"""
 - name: Plan the driver
   gpudirect_plan_nvidia_driver:
-    branch: "{{ nvidia_driver_branch }}"
-    version: "{{ nvidia_driver_version }}"
-    flavor: "{{ nvidia_driver_flavor }}"
+    branch: "{{ gpudirect_nvidia_driver_branch }}"
+    version: "{{ gpudirect_nvidia_driver_version }}"
+    flavor: "{{ gpudirect_nvidia_driver_flavor }}"
     gpus: "{{ ansible_facts.gpudirect.gpus | default([]) }}"
     os_family: "{{ ansible_facts['os_family'] }}"
-  register: nvidia_driver_plan
+  register: gpudirect_nvidia_driver_plan
 """
 
 RETURN = r"""
@@ -193,7 +193,7 @@ branch_reasons:
   type: list
   elements: str
 version:
-  description: The wanted exact version (C(nvidia_driver_version)); empty for the newest of the branch.
+  description: The wanted exact version (C(gpudirect_nvidia_driver_version)); empty for the newest of the branch.
   returned: always
   type: str
 flavor:
@@ -342,10 +342,10 @@ def main():
                       options_conf=params["module_options_conf"])
         plan = decide(found, params)
     except PlanError as error:
-        module.fail_json(msg="nvidia_driver: %s" % error)
+        module.fail_json(msg="gpudirect_nvidia_driver: %s" % error)
     plan["probe"] = found
     if plan["action"] == "refuse":
-        module.fail_json(msg="nvidia_driver: %s" % plan["message"], **plan)
+        module.fail_json(msg="gpudirect_nvidia_driver: %s" % plan["message"], **plan)
     module.exit_json(**plan)
 
 

@@ -64,7 +64,7 @@ EXAMPLES = r"""
     url: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/3bf863cc.pub
     dest: /etc/apt/keyrings/cuda-archive-keyring.asc
     fingerprints: [EB693B3035CD5710E231E123A4B469963BF863CC]
-    knob: nvidia_driver_repo_key_fingerprints
+    knob: gpudirect_nvidia_driver_repo_key_fingerprints
 """
 
 RETURN = r"""

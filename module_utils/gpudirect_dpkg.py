@@ -6,7 +6,7 @@ with different rules before).
     ``${Package} ${Version} ${db:Status-Abbrev}\\n``: what the modules and roles ask for.
 ``DPKG_QUERY_FORMAT_ARCH``
     The same with `` ${Architecture}`` last (``FIELDS_ARCH``): where a package name can be
-    installed for several architectures (roles/os_release_pin's kernel packages).
+    installed for several architectures (roles/gpudirect_os_release_pin's kernel packages).
 ``dpkg_query_argv(names, binary="dpkg-query", arch=False)``
     ``dpkg-query -W -f=<DPKG_QUERY_FORMAT> NAMES...`` as a list (no shell).
 ``parse_dpkg_query(text, fields=FIELDS, strict=False)``

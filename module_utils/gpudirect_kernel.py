@@ -428,7 +428,7 @@ def grubby_edit(current, wanted, owned_before):
 def parse_dropin_args(text):
     """The arguments a drop-in written by :func:`render_dropin` adds (its
     ``GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} ..."`` line, also without the
-    braces as earlier pcie_acs drop-ins have it), [] when none."""
+    braces as earlier gpudirect_pcie_acs drop-ins have it), [] when none."""
     for line in (text or "").splitlines():
         match = re.match(r'^GRUB_CMDLINE_LINUX="\$\{?GRUB_CMDLINE_LINUX\}?\s*((?:[^"\\]|\\.)*)"\s*$', line.strip())
         if match:

@@ -9,7 +9,7 @@ of an earlier run; the controller filter ``kernel_update_campaign`` then decides
 once for the whole run:
 
 * the target: one version per package, the same on every node. From the knob
-  ``kernel_update_target`` when set; else from the campaign record that an earlier
+  ``gpudirect_kernel_update_target`` when set; else from the campaign record that an earlier
   run left on nodes not done yet (a rollout over days keeps its kernel); else the
   candidate the nodes' repositories offer now, which must be the same on every node;
 * for each node whether it needs the update (packages not at the target, a chain
@@ -39,8 +39,8 @@ import json
 import re
 
 # the knob that pins the target, named in every refusal
-KNOB = "kernel_update_target"
-PACKAGES_KNOB = "kernel_update_packages"
+KNOB = "gpudirect_kernel_update_target"
+PACKAGES_KNOB = "gpudirect_kernel_update_packages"
 
 _APT_PACKAGE = re.compile(r"^(\S+):$")
 _APT_FIELD = re.compile(r"^\s+(Installed|Candidate):\s*(\S+)\s*$")
@@ -124,7 +124,7 @@ def parse_rpm_versions(text, what="rpm -q"):
 
 
 def normalise_target(value, packages):
-    """``kernel_update_target`` as {package: version}: a string is the version of every
+    """``gpudirect_kernel_update_target`` as {package: version}: a string is the version of every
     package (Debian's linux-image-amd64 and linux-headers-amd64 share one), a mapping
     names each; empty -> {}. ValueError naming the knob otherwise."""
     if value in (None, "", {}):
@@ -300,7 +300,7 @@ def campaign_lines(campaign, lost=(), refreshed=True):
     what it gets and why, the nodes not planned, and how to keep the target."""
     lines = ["kernel update target: %s" % campaign["source"]]
     if not refreshed:
-        lines.append("package lists not refreshed (check mode, or kernel_update_refresh_cache: false): what the nodes "
+        lines.append("package lists not refreshed (check mode, or gpudirect_kernel_update_refresh_cache: false): what the nodes "
                      "offer was read from the lists they have")
     for host in sorted(campaign["pending"]):
         lines.append("%s: update (locked, drained, updated, rebooted once, verified): %s" % (host, campaign["pending"][host]))

@@ -386,7 +386,7 @@ def memlock_findings(memlock):
                              % (", ".join(wider), login.get("soft"), where)))
         else:
             findings.append(("warn", "new logins get memlock soft %s (%s): ibv_reg_mr / ibv_create_qp fail for "
-                                     "large buffers; host_prereqs sets unlimited in limits.d"
+                                     "large buffers; gpudirect_host_prereqs sets unlimited in limits.d"
                              % (login.get("soft"), where)))
     configured = (service or {}).get("configured") or {}
     if service and _limited(service.get("soft")):

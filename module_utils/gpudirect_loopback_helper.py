@@ -369,7 +369,7 @@ def path_warnings(pair):
     redirecting = [a for a in pair.get("acs") or [] if a.get("p2p_redirect")]
     if redirecting or pair.get("acs_redirect"):
         warnings.append("ACS redirects peer-to-peer requests on the path (%s): GPU<->NIC traffic detours through "
-                        "the root complex (slow, or blocked by the IOMMU); clear it with the pcie_acs role"
+                        "the root complex (slow, or blocked by the IOMMU); clear it with the gpudirect_pcie_acs role"
                         % ", ".join("%s %s" % (a.get("address"), "/".join(a.get("enabled_bits") or []))
                                     for a in redirecting) or "bridges not named")
     return warnings
@@ -454,7 +454,7 @@ DIAGNOSES = {
         "Check the port state and fabric (ibstat, rdma link), and the kernel log for NIC errors."),
     "cuda_unavailable": (
         "libcuda.so.1 (the NVIDIA user-space driver) cannot be loaded.",
-        "Install the NVIDIA driver (nvidia_driver role) with its user-space libraries."),
+        "Install the NVIDIA driver (gpudirect_nvidia_driver role) with its user-space libraries."),
     "cuda_error": (
         "A CUDA driver API call failed.",
         "Check nvidia-smi and the kernel log (Xid), and that no other process holds the GPU exclusively."),

@@ -1,11 +1,11 @@
 """NVIDIA driver decisions from NVIDIA's own per-device data.
 
-Pure functions, used by the nvidia_driver plan (``module_utils/gpudirect_nvidia_plan.py``,
+Pure functions, used by the gpudirect_nvidia_driver plan (``module_utils/gpudirect_nvidia_plan.py``,
 module ``library/gpudirect_plan_nvidia_driver.py``) and the unit tests.
 
 GPU data, in this order:
 
-1. ``nvidia_driver_gpu_support`` (the admin's per-id declaration, ``gpu_support`` below):
+1. ``gpudirect_nvidia_driver_gpu_support`` (the admin's per-id declaration, ``gpu_support`` below):
    decides an id NVIDIA's data here does not know, or corrects one.
 2. ``LATER_GPUS`` below: ids the vendor lists do not carry (or carry later than the
    branches that really support them), each with its source.
@@ -31,7 +31,7 @@ class NvidiaDecisionError(ValueError):
 
 
 # Driver branches the toolkit knows (production, new-feature and LTS branches of the
-# CUDA repository). A branch not listed needs nvidia_driver_branch_unlisted_ok.
+# CUDA repository). A branch not listed needs gpudirect_nvidia_driver_branch_unlisted_ok.
 # 590 and 595: release tags of NVIDIA/open-gpu-kernel-modules (590.44.01 2025-12,
 # 590.48.01 2025-12-18, 595.44.02 / 595.45.04 2026-03-05), the newest public branches.
 KNOWN_BRANCHES = ("470", "525", "535", "545", "550", "555", "560", "565", "570", "575", "580", "590", "595")
@@ -51,7 +51,7 @@ PROPRIETARY_ONLY_LAST_BRANCH = 580
 # admin's declaration of such an id from asking for the proprietary modules.
 OPEN_ONLY_FROM_ID = 0x2900
 FLAVORS = ("open", "either", "proprietary")
-GPU_SUPPORT_KNOB = "nvidia_driver_gpu_support"
+GPU_SUPPORT_KNOB = "gpudirect_nvidia_driver_gpu_support"
 
 _GH_SOURCE = ("GH200 superchip ids from Linux drivers/vfio/pci/nvgrace-gpu/main.c (0x2342 GH200 120GB, "
               "0x2345 GH200 480GB, 0x2348 GH200 SKU); open modules only; branch 535 or later")
@@ -107,7 +107,7 @@ def _branch_text(value, knob):
 
 
 def gpu_support(value):
-    """Check and normalise ``nvidia_driver_gpu_support``.
+    """Check and normalise ``gpudirect_nvidia_driver_gpu_support``.
 
     ``{"0x2bff": {"flavors": "open", "first_branch": "590", "last_branch": "", "name": "..."}}``:
     per PCI device id, the kernel modules NVIDIA supports on it (``open`` only,
@@ -156,7 +156,7 @@ def gpu_support(value):
 def gpu_info(device_id, name=None, address=None, support=None):
     """What the data says about one NVIDIA PCI device id.
 
-    :param support: ``gpu_support(nvidia_driver_gpu_support)``, consulted first.
+    :param support: ``gpu_support(gpudirect_nvidia_driver_gpu_support)``, consulted first.
     :returns: ``{"device_id", "name", "address", "known", "open", "open_required",
         "min_branch", "max_branch", "source"}``; ``known`` False (and the rest None)
         for an id in none of the tables.
@@ -220,19 +220,19 @@ def choose_flavor(gpus, requested="auto", fallback="open", support=None):
 
     ``auto``: open when every GPU supports the open modules, proprietary when any supports
     only the proprietary ones. ``open`` / ``proprietary``: checked against every known GPU.
-    An id in no table (nor in ``nvidia_driver_gpu_support``) never gets the proprietary
+    An id in no table (nor in ``gpudirect_nvidia_driver_gpu_support``) never gets the proprietary
     modules: ``auto`` and ``proprietary`` fail naming the id, its address and both knobs;
     ``open`` is accepted as the admin's choice and reported.
 
-    :param fallback: ``nvidia_driver_flavor_fallback``, used only when there is no GPU.
-    :param support: ``nvidia_driver_gpu_support`` (checked by ``gpu_support``).
+    :param fallback: ``gpudirect_nvidia_driver_flavor_fallback``, used only when there is no GPU.
+    :param support: ``gpudirect_nvidia_driver_gpu_support`` (checked by ``gpu_support``).
     :returns: ``{"flavor", "reasons", "gpus"}``.
     :raises NvidiaDecisionError: naming the knob.
     """
     if requested not in ("auto", "open", "proprietary"):
-        raise NvidiaDecisionError("nvidia_driver_flavor must be auto, open or proprietary, got %r" % (requested,))
+        raise NvidiaDecisionError("gpudirect_nvidia_driver_flavor must be auto, open or proprietary, got %r" % (requested,))
     if fallback not in ("open", "proprietary"):
-        raise NvidiaDecisionError("nvidia_driver_flavor_fallback must be open or proprietary, got %r" % (fallback,))
+        raise NvidiaDecisionError("gpudirect_nvidia_driver_flavor_fallback must be open or proprietary, got %r" % (fallback,))
     infos = gpu_infos(gpus, gpu_support(support))
     known = [i for i in infos if i["known"]]
     unknown = [i for i in infos if not i["known"]]
@@ -241,24 +241,24 @@ def choose_flavor(gpus, requested="auto", fallback="open", support=None):
     if need_open and no_open:
         raise NvidiaDecisionError(
             "no driver flavour serves these GPUs together: %s need the open kernel modules, %s are not supported by "
-            "them (nvidia_driver_flavor cannot fix this; split the GPUs across hosts)"
+            "them (gpudirect_nvidia_driver_flavor cannot fix this; split the GPUs across hosts)"
             % (_join(need_open, True), _join(no_open, True)))
     if requested == "proprietary" and need_open:
         raise NvidiaDecisionError(
-            "nvidia_driver_flavor: proprietary is not supported on %s: NVIDIA supports only the open kernel modules "
-            "on Grace Hopper, Blackwell and later GPUs; set nvidia_driver_flavor: open (or auto)"
+            "gpudirect_nvidia_driver_flavor: proprietary is not supported on %s: NVIDIA supports only the open kernel modules "
+            "on Grace Hopper, Blackwell and later GPUs; set gpudirect_nvidia_driver_flavor: open (or auto)"
             % _join(need_open, True))
     if requested == "open" and no_open:
         raise NvidiaDecisionError(
-            "nvidia_driver_flavor: open does not support %s (NVIDIA's lists do not mark them supported by the open "
-            "modules); set nvidia_driver_flavor: proprietary (or auto)" % _join(no_open, True))
+            "gpudirect_nvidia_driver_flavor: open does not support %s (NVIDIA's lists do not mark them supported by the open "
+            "modules); set gpudirect_nvidia_driver_flavor: proprietary (or auto)" % _join(no_open, True))
     if requested in ("auto", "proprietary") and unknown:
         later = [i for i in unknown if _open_only_id(i)]
         raise NvidiaDecisionError(
-            "nvidia_driver_flavor: %s cannot be planned for %s: the id is unknown to the toolkit's NVIDIA data "
+            "gpudirect_nvidia_driver_flavor: %s cannot be planned for %s: the id is unknown to the toolkit's NVIDIA data "
             "(lists up to driver %s, module_utils/gpudirect_nvidia_gpus.py)%s. Decide which kernel modules NVIDIA "
             "supports on it (the supported-gpus.json of the driver you install: \"kernelopen\" means the open "
-            "modules) and declare it, e.g. %s, or set nvidia_driver_flavor: open for this host"
+            "modules) and declare it, e.g. %s, or set gpudirect_nvidia_driver_flavor: open for this host"
             % (requested, _join(unknown, True), TABLE_DRIVER,
                "; ids from 0x%04x (%s) are Blackwell or later, where only the open modules are supported"
                % (OPEN_ONLY_FROM_ID, ", ".join(sorted(i["device_id"] for i in later))) if later else "",
@@ -266,7 +266,7 @@ def choose_flavor(gpus, requested="auto", fallback="open", support=None):
     reasons = []
     if requested != "auto":
         flavor = requested
-        reasons.append("nvidia_driver_flavor is %s" % requested)
+        reasons.append("gpudirect_nvidia_driver_flavor is %s" % requested)
     elif need_open:
         flavor = "open"
         reasons.append("%s require the open kernel modules" % _join(need_open))
@@ -278,7 +278,7 @@ def choose_flavor(gpus, requested="auto", fallback="open", support=None):
         reasons.append("%s: supported by the open kernel modules, which NVIDIA recommends" % _join(known))
     else:
         flavor = fallback
-        reasons.append("no NVIDIA GPU in ansible_facts.gpudirect.gpus: nvidia_driver_flavor_fallback %s" % fallback)
+        reasons.append("no NVIDIA GPU in ansible_facts.gpudirect.gpus: gpudirect_nvidia_driver_flavor_fallback %s" % fallback)
     declared = sorted({i["device_id"] for i in known if i["source"].startswith(GPU_SUPPORT_KNOB)})
     if declared:
         reasons.append("declared in %s: %s" % (GPU_SUPPORT_KNOB, ", ".join(declared)))
@@ -291,16 +291,16 @@ def check_branch(branch, gpus=None, unlisted_ok=False, support=None):
     """Check a driver branch against the toolkit's list and the GPUs' first and last branches.
 
     :returns: ``{"branch", "reasons"}``.
-    :raises NvidiaDecisionError: naming ``nvidia_driver_branch``.
+    :raises NvidiaDecisionError: naming ``gpudirect_nvidia_driver_branch``.
     """
     text = str(branch or "").strip()
     if not re.fullmatch(r"\d{3}", text):
-        raise NvidiaDecisionError("nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
+        raise NvidiaDecisionError("gpudirect_nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
                                   % (branch,))
     if text not in KNOWN_BRANCHES and not unlisted_ok:
         raise NvidiaDecisionError(
-            "nvidia_driver_branch %s is not a branch the toolkit knows (%s); check the CUDA repository and set "
-            "nvidia_driver_branch_unlisted_ok: true to use it anyway" % (text, ", ".join(KNOWN_BRANCHES)))
+            "gpudirect_nvidia_driver_branch %s is not a branch the toolkit knows (%s); check the CUDA repository and set "
+            "gpudirect_nvidia_driver_branch_unlisted_ok: true to use it anyway" % (text, ", ".join(KNOWN_BRANCHES)))
     number = int(text)
     problems, unchecked = [], []
     for info in gpu_infos(gpus, gpu_support(support)):
@@ -312,7 +312,7 @@ def check_branch(branch, gpus=None, unlisted_ok=False, support=None):
         if info["max_branch"] and number > info["max_branch"]:
             problems.append("%s is supported up to branch %d" % (describe(info, True), info["max_branch"]))
     if problems:
-        raise NvidiaDecisionError("nvidia_driver_branch %s does not support this host's GPUs: %s"
+        raise NvidiaDecisionError("gpudirect_nvidia_driver_branch %s does not support this host's GPUs: %s"
                                   % (text, "; ".join(problems)))
     reasons = ["branch %s %s" % (text, "is known" if text in KNOWN_BRANCHES else "is not listed (accepted)")]
     if unchecked:
@@ -368,10 +368,10 @@ def fabricmanager_package(branch, os_family, version=""):
 
 
 def branch_digits(branch):
-    """``nvidia_driver_branch`` as its three digits; NvidiaDecisionError naming the knob otherwise."""
+    """``gpudirect_nvidia_driver_branch`` as its three digits; NvidiaDecisionError naming the knob otherwise."""
     text = str(branch or "").strip()
     if not re.fullmatch(r"\d{3}", text):
-        raise NvidiaDecisionError("nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
+        raise NvidiaDecisionError("gpudirect_nvidia_driver_branch must be a three-digit driver branch such as '580', got %r"
                                   % (branch,))
     return text
 
@@ -395,14 +395,14 @@ def fabricmanager_plan(bridges, wanted="auto"):
 
     :param bridges: NVIDIA PCI functions of class 0x0680 (``nvswitches`` of the role's probe):
         ``[{"address": "0000:07:00.0", "device_id": "0x22a3"}, ...]``.
-    :param wanted: ``nvidia_driver_fabricmanager``: ``auto``, true or false.
+    :param wanted: ``gpudirect_nvidia_driver_fabricmanager``: ``auto``, true or false.
     :returns: ``{"wanted": bool, "reason", "switches": [...], "other": [...]}``.
     :raises NvidiaDecisionError: ``auto`` with a class-0x0680 NVIDIA function whose id is
         neither a known NVSwitch nor a known GPU, naming the id, its address and the knob.
     """
     text = str(wanted).strip().lower()
     if text not in ("auto", "true", "false"):
-        raise NvidiaDecisionError("nvidia_driver_fabricmanager must be auto, true or false, got %r" % (wanted,))
+        raise NvidiaDecisionError("gpudirect_nvidia_driver_fabricmanager must be auto, true or false, got %r" % (wanted,))
     switches, gpus, unknown = [], [], []
     for item in bridges or []:
         device_id, address = _bridge(item)
@@ -415,13 +415,13 @@ def fabricmanager_plan(bridges, wanted="auto"):
             unknown.append(label)
     out = {"switches": switches, "other": gpus + unknown}
     if text == "true":
-        return dict(out, wanted=True, reason="nvidia_driver_fabricmanager is true")
+        return dict(out, wanted=True, reason="gpudirect_nvidia_driver_fabricmanager is true")
     if text == "false":
-        return dict(out, wanted=False, reason="nvidia_driver_fabricmanager is false: fabric manager skipped")
+        return dict(out, wanted=False, reason="gpudirect_nvidia_driver_fabricmanager is false: fabric manager skipped")
     if unknown:
         raise NvidiaDecisionError(
-            "nvidia_driver_fabricmanager: auto cannot tell whether %s (NVIDIA PCI class 0x0680) is an NVSwitch: "
-            "the id is neither a known NVSwitch (%s) nor a known GPU; set nvidia_driver_fabricmanager: true on "
+            "gpudirect_nvidia_driver_fabricmanager: auto cannot tell whether %s (NVIDIA PCI class 0x0680) is an NVSwitch: "
+            "the id is neither a known NVSwitch (%s) nor a known GPU; set gpudirect_nvidia_driver_fabricmanager: true on "
             "NVSwitch systems or false otherwise" % (", ".join(unknown), ", ".join(sorted(NVSWITCH_IDS))))
     if switches:
         return dict(out, wanted=True, reason="NVSwitch present: %s" % ", ".join(switches))

@@ -1,4 +1,4 @@
-"""The nvidia_driver role's plan: what the host has (``probe``) and what the role does (``decide``).
+"""The gpudirect_nvidia_driver role's plan: what the host has (``probe``) and what the role does (``decide``).
 
 Used by ``library/gpudirect_plan_nvidia_driver.py`` (the role's read-only plan module) and the unit
 tests.  ``probe`` reads the host through a small interface (``host.read``, ``run``,
@@ -101,7 +101,7 @@ def _driver_version(text, where):
         return parse_driver_version(text)["version"]
     except VersionError as error:
         raise PlanError("%s: %s; the role cannot tell which NVIDIA driver is installed: check the driver on this "
-                        "host (a damaged or unusual build) before running the nvidia_driver role" % (where, error))
+                        "host (a damaged or unusual build) before running the gpudirect_nvidia_driver role" % (where, error))
 
 
 def probe_module(host, kernel):
@@ -122,7 +122,7 @@ def probe_module(host, kernel):
             proc = parse_proc_driver_version(proc_text)
         except VersionError as error:
             raise PlanError("%s; the role cannot tell the loaded driver's version and flavour: check the loaded "
-                            "nvidia module (cat %s) before running the nvidia_driver role" % (error, PROC_VERSION))
+                            "nvidia module (cat %s) before running the gpudirect_nvidia_driver role" % (error, PROC_VERSION))
     # /proc's version is read by its parser (which knows Jetson's 35.3.1 too); /sys alone must be a driver version
     sys_text = host.read("/sys/module/nvidia/version").strip()
     loaded = sys_text if sys_text and sys_text == proc.get("version") else \
@@ -268,7 +268,7 @@ def _branch_of(version):
 
 
 def _same_driver(installed, wanted):
-    """``nvidia_driver_version`` is an exact pin (``<version>-*``): every number equal (580.95.05 == 580.95.5)."""
+    """``gpudirect_nvidia_driver_version`` is an exact pin (``<version>-*``): every number equal (580.95.05 == 580.95.5)."""
     try:
         return parse_driver_version(installed)["parts"] == parse_driver_version(wanted)["parts"]
     except VersionError:
@@ -349,11 +349,11 @@ def driver_action(found, branch, version="", flavor="open"):
     found_branch = _branch_of(version_found)
     match = []
     if found_branch and found_branch != branch:
-        match.append("nvidia_driver_branch: '%s'" % found_branch)
+        match.append("gpudirect_nvidia_driver_branch: '%s'" % found_branch)
     if version and version != version_found:
-        match.append("nvidia_driver_version: '%s' (or '')" % version_found)
+        match.append("gpudirect_nvidia_driver_version: '%s' (or '')" % version_found)
     if found_flavor and found_flavor != flavor:
-        match.append("nvidia_driver_flavor: %s" % found_flavor)
+        match.append("gpudirect_nvidia_driver_flavor: %s" % found_flavor)
     keep = ("set %s to keep it" % ", ".join(match) if found_flavor
             else "load it (modprobe nvidia) so /proc/driver/nvidia/version tells its flavour, and run again")
     return dict(base, action="refuse", source=source,
@@ -366,7 +366,7 @@ def _rebuild(found, managed, action, options):
     """Rebuild the nvidia DKMS module against OFED?  ``(bool, reason)``.
 
     Only for a packaged driver that this run does not install or replace anyway, with OFED
-    present and nvidia-peermem built: when the mlnx_ofed stage changed OFED in this run, when
+    present and nvidia-peermem built: when the gpudirect_mlnx_ofed stage changed OFED in this run, when
     nvidia-peermem lacks OFED's peer-memory symbols, or when the recorded build names another OFED.
     """
     ofed, stamp = found.get("ofed") or "", found.get("stamp") or ""
@@ -374,7 +374,7 @@ def _rebuild(found, managed, action, options):
             and found.get("peermem_built")):
         return False, ""
     if options.get("ofed_changed"):
-        return True, "the mlnx_ofed stage changed OFED in this run"
+        return True, "the gpudirect_mlnx_ofed stage changed OFED in this run"
     if not found.get("peermem_depends"):
         return True, "nvidia-peermem was built without OFED peer-memory symbols"
     if stamp and not stamp.endswith("ofed=" + ofed):
@@ -383,11 +383,11 @@ def _rebuild(found, managed, action, options):
 
 
 def decide(found, options):
-    """The whole plan of the nvidia_driver role from the probe and the role's variables.
+    """The whole plan of the gpudirect_nvidia_driver role from the probe and the role's variables.
 
     :param found: ``probe()``'s result.
     :param options: ``branch``, ``branch_unlisted_ok``, ``version``, ``flavor``, ``flavor_fallback``,
-        ``gpu_support`` (``nvidia_driver_gpu_support``), ``fabricmanager``, ``os_family``, ``gpus`` (``ansible_facts.gpudirect.gpus``), ``hold``,
+        ``gpu_support`` (``gpudirect_nvidia_driver_gpu_support``), ``fabricmanager``, ``os_family``, ``gpus`` (``ansible_facts.gpudirect.gpus``), ``hold``,
         ``blacklist_nouveau``, ``persistenced``, ``rebuild_on_ofed_change``, ``ofed_changed``.
     :returns: the plan (see the module's RETURN); ``changes`` and ``disruption`` are sentences.
     :raises PlanError: on a request that cannot be served, naming the value and the knob.
@@ -404,10 +404,10 @@ def decide(found, options):
             try:
                 parsed = parse_driver_version(version)
             except VersionError as error:
-                raise PlanError("nvidia_driver_version: %s" % error)
+                raise PlanError("gpudirect_nvidia_driver_version: %s" % error)
             if parsed["branch"] != branch:
-                raise PlanError("nvidia_driver_version %s is not a version of nvidia_driver_branch %s: set one of "
-                                "them to match (or nvidia_driver_version: '' for the newest of the branch)"
+                raise PlanError("gpudirect_nvidia_driver_version %s is not a version of gpudirect_nvidia_driver_branch %s: set one of "
+                                "them to match (or gpudirect_nvidia_driver_version: '' for the newest of the branch)"
                                 % (version, branch))
         fabric = fabric_plan(found.get("nvswitches"), found.get("nvswitch_lpfs"), options.get("gpus"),
                              options.get("fabricmanager", "auto"), options.get("nvlsm", "auto"),

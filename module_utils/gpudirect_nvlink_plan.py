@@ -1,6 +1,6 @@
 """NVLink fabric services a node needs: fabric manager, NVLSM, IMEX; and NVreg_* module options.
 
-Pure functions, used by the nvidia_driver plan (``module_utils/gpudirect_nvidia_plan.py``) and
+Pure functions, used by the gpudirect_nvidia_driver plan (``module_utils/gpudirect_nvidia_plan.py``) and
 the unit tests. What a node needs is decided from what the node really has, strongest
 evidence first:
 
@@ -46,8 +46,8 @@ MULTINODE_NVLINK_GPUS = {"0x2941": "NVIDIA GB200", "0x31c2": "NVIDIA GB300"}
 NVLSM_PACKAGES = ["nvlsm", "infiniband-diags"]
 IMEX_UNIFIED_BRANCH = 580
 IMEX_FIRST_BRANCH = 550
-IMEX_NODES_KNOB = "nvidia_driver_imex_nodes"
-MODULE_OPTIONS_KNOB = "nvidia_driver_module_options"
+IMEX_NODES_KNOB = "gpudirect_nvidia_driver_imex_nodes"
+MODULE_OPTIONS_KNOB = "gpudirect_nvidia_driver_module_options"
 
 _NVREG_NAME = re.compile(r"^NVreg_[A-Za-z0-9_]+$")
 _NVREG_VALUE = re.compile(r"^[A-Za-z0-9_.,:;=/+-]+$")
@@ -81,16 +81,16 @@ def fabric_plan(bridges, lpfs, gpus, fabricmanager="auto", nvlsm="auto", imex="a
     :param lpfs: NVSwitch management functions: Mellanox PCI functions whose VPD carries
         ``SMDL=SW_MNG`` (``[{"address", "device_id"}]``).
     :param gpus: ``ansible_facts.gpudirect.gpus`` (dicts with ``device_id``) or ids.
-    :param fabricmanager: ``nvidia_driver_fabricmanager``; ``nvlsm``: ``nvidia_driver_nvlsm``;
-        ``imex``: ``nvidia_driver_imex`` (each auto, true or false).
+    :param fabricmanager: ``gpudirect_nvidia_driver_fabricmanager``; ``nvlsm``: ``gpudirect_nvidia_driver_nvlsm``;
+        ``imex``: ``gpudirect_nvidia_driver_imex`` (each auto, true or false).
     :returns: ``{"generation", "fabricmanager": {...}, "nvlsm": {"wanted", "reason", "lpfs"},
         "imex": {"wanted", "reason"}}``; ``generation`` is ``nvswitch`` (NVSwitch 3/4),
         ``nvlink5`` (NVLink-5 HGX), ``multinode`` (GB200/GB300 tray) or ``none``.
     :raises NvidiaDecisionError: a bad knob, or an unknown NVIDIA class-0x0680 id under auto.
     """
-    fm_knob = _tristate(fabricmanager, "nvidia_driver_fabricmanager")
-    nvlsm_knob = _tristate(nvlsm, "nvidia_driver_nvlsm")
-    imex_knob = _tristate(imex, "nvidia_driver_imex")
+    fm_knob = _tristate(fabricmanager, "gpudirect_nvidia_driver_fabricmanager")
+    nvlsm_knob = _tristate(nvlsm, "gpudirect_nvidia_driver_nvlsm")
+    imex_knob = _tristate(imex, "gpudirect_nvidia_driver_imex")
     ids = _gpu_ids(gpus)
     hgx5 = [i for i in ids if i in NVLINK5_HGX_GPUS]
     multinode = [i for i in ids if i in MULTINODE_NVLINK_GPUS]
@@ -134,14 +134,14 @@ def fabric_plan(bridges, lpfs, gpus, fabricmanager="auto", nvlsm="auto", imex="a
                                             "passed through)" % NVLINK5_HGX_GPUS[hgx5[0]])
 
     if nvlsm_knob == "true":
-        nvlsm_out = {"wanted": True, "reason": "nvidia_driver_nvlsm is true"}
+        nvlsm_out = {"wanted": True, "reason": "gpudirect_nvidia_driver_nvlsm is true"}
     elif nvlsm_knob == "false":
-        nvlsm_out = {"wanted": False, "reason": "nvidia_driver_nvlsm is false: NVLSM skipped"}
+        nvlsm_out = {"wanted": False, "reason": "gpudirect_nvidia_driver_nvlsm is false: NVLSM skipped"}
     elif generation == "nvlink5" and fm["wanted"]:
         nvlsm_out = {"wanted": True, "reason": evidence + ": the fabric manager needs NVLSM on NVLink-5 switches"}
     elif generation == "nvlink5":
         nvlsm_out = {"wanted": False, "reason": "NVLink-5 baseboard, but the fabric manager is off "
-                                                "(nvidia_driver_fabricmanager: false): NVLSM skipped"}
+                                                "(gpudirect_nvidia_driver_fabricmanager: false): NVLSM skipped"}
     else:
         nvlsm_out = {"wanted": False, "reason": "no NVLink-5 switch on this node (%s): NVLSM skipped"
                                                 % ("NVSwitch generation 3/4 needs the fabric manager alone"
@@ -151,14 +151,14 @@ def fabric_plan(bridges, lpfs, gpus, fabricmanager="auto", nvlsm="auto", imex="a
     nvlsm_out["lpfs"] = lpf_labels
 
     if imex_knob == "true":
-        imex_out = {"wanted": True, "reason": "nvidia_driver_imex is true"}
+        imex_out = {"wanted": True, "reason": "gpudirect_nvidia_driver_imex is true"}
     elif imex_knob == "false":
-        imex_out = {"wanted": False, "reason": "nvidia_driver_imex is false: IMEX skipped"}
+        imex_out = {"wanted": False, "reason": "gpudirect_nvidia_driver_imex is false: IMEX skipped"}
     elif generation == "multinode":
         imex_out = {"wanted": True, "reason": evidence + ": GPU memory is shared across trays through IMEX"}
     else:
         imex_out = {"wanted": False, "reason": "no multi-node NVLink GPU (%s) on this node: IMEX skipped (a GH200 "
-                                               "NVL32 node needs nvidia_driver_imex: true)"
+                                               "NVL32 node needs gpudirect_nvidia_driver_imex: true)"
                                                % ", ".join(sorted(set(MULTINODE_NVLINK_GPUS.values())))}
     return {"generation": generation, "fabricmanager": fm, "nvlsm": nvlsm_out, "imex": imex_out}
 
@@ -171,8 +171,8 @@ def imex_package(branch, os_family, version=""):
     """
     text = branch_digits(branch)
     if int(text) < IMEX_FIRST_BRANCH:
-        raise NvidiaDecisionError("IMEX ships with driver branch %d and later, nvidia_driver_branch is %s: choose a "
-                                  "newer branch or set nvidia_driver_imex: false" % (IMEX_FIRST_BRANCH, text))
+        raise NvidiaDecisionError("IMEX ships with driver branch %d and later, gpudirect_nvidia_driver_branch is %s: choose a "
+                                  "newer branch or set gpudirect_nvidia_driver_imex: false" % (IMEX_FIRST_BRANCH, text))
     if os_family not in ("Debian", "RedHat"):
         raise NvidiaDecisionError("no IMEX package known for OS family %r (Debian and RedHat are)" % (os_family,))
     name = "nvidia-imex" if int(text) >= IMEX_UNIFIED_BRANCH else "nvidia-imex-" + text
@@ -180,7 +180,7 @@ def imex_package(branch, os_family, version=""):
 
 
 def check_imex_nodes(nodes, own_addresses=()):
-    """Validate ``nvidia_driver_imex_nodes``: the IMEX domain's addresses, written one per line
+    """Validate ``gpudirect_nvidia_driver_imex_nodes``: the IMEX domain's addresses, written one per line
     to /etc/nvidia-imex/nodes_config.cfg in this order on every node of the domain.
 
     :param nodes: list of IP addresses (or host names) of every node of the IMEX domain; empty:
@@ -225,7 +225,7 @@ def _is_ip(text):
 
 
 def check_module_options(options):
-    """Validate ``nvidia_driver_module_options``: NVreg_* parameters of the nvidia module.
+    """Validate ``gpudirect_nvidia_driver_module_options``: NVreg_* parameters of the nvidia module.
 
     :param options: ``{"NVreg_EnableGpuFirmware": 1, ...}``; values are integers or simple strings
         (no spaces, quotes or shell characters: modprobe.d takes them as they are).
@@ -358,7 +358,7 @@ def parse_imex_ctl(text):
 
 def imex_verdict(status, expected=()):
     """Judge a parsed ``nvidia-imex-ctl -N``: every node READY, every pair C, the domain UP, and
-    the node list equal to ``expected`` (``nvidia_driver_imex_nodes``) when given.
+    the node list equal to ``expected`` (``gpudirect_nvidia_driver_imex_nodes``) when given.
 
     :returns: ``{"ok": bool, "problems": [sentences]}``.
     """

@@ -1,4 +1,4 @@
-"""The mlnx_ofed role's decisions: what to do with the OFED stack, and what that would disrupt.
+"""The gpudirect_mlnx_ofed role's decisions: what to do with the OFED stack, and what that would disrupt.
 
 Inputs are what ``library/gpudirect_plan_mlnx_ofed.py`` reads on the node (``ofed_info -s``,
 installed and held packages, loaded peer-memory modules, the uninstaller, the
@@ -36,12 +36,12 @@ STACK_NAMES = {"doca": "DOCA-OFED", "mlnx_ofed_tarball": "MLNX_OFED"}
 INSTALLER_CODES = {
     0: "installation ended successfully",
     1: "the installation failed: read the log named in the output (/tmp/MLNX_OFED_LINUX.*.logs/)",
-    2: "no firmware was found for the adapter device: set mlnx_ofed_fw_update: false (the default) or get the "
+    2: "no firmware was found for the adapter device: set gpudirect_mlnx_ofed_fw_update: false (the default) or get the "
        "firmware for this PSID from NVIDIA",
-    22: "invalid parameter: check mlnx_ofed_installer_extra_args",
+    22: "invalid parameter: check gpudirect_mlnx_ofed_installer_extra_args",
     28: "not enough free space: free space in /tmp and / (the installer unpacks and builds there)",
     171: "not applicable to this system configuration (required hardware not present): check that a "
-         "ConnectX/BlueField device is installed, or use mlnx_ofed_method: inbox",
+         "ConnectX/BlueField device is installed, or use gpudirect_mlnx_ofed_method: inbox",
     172: "prerequisites are not met: the installer lists the missing packages in its output; install them "
          "(kernel headers for the running kernel, build tools) or add --skip-distro-check only for an "
          "unsupported OS minor release, then run again",
@@ -77,14 +77,14 @@ def decide_action(installed, method, wanted_version=""):
     """What to do with the OFED stack.
 
     :param installed: ``ofed_info -s`` output ("" when ofed_info is missing).
-    :param method: ``mlnx_ofed_method``: doca, mlnx_ofed_tarball, inbox.
+    :param method: ``gpudirect_mlnx_ofed_method``: doca, mlnx_ofed_tarball, inbox.
     :param wanted_version: the OFED version wanted (``24.10-1.1.4``); "" for inbox.
     :returns: ``{"action", "installed_flavor", "installed_version", "wanted_version", "message"}``.
     :raises OfedPlanError: when ``installed`` is not ``ofed_info -s`` output, or ``wanted_version``
-        is no OFED version (naming ``mlnx_ofed_version``).
+        is no OFED version (naming ``gpudirect_mlnx_ofed_version``).
     """
     if method not in ("doca", "mlnx_ofed_tarball", "inbox"):
-        raise OfedPlanError("mlnx_ofed_method=%r: expected doca, mlnx_ofed_tarball or inbox" % (method,))
+        raise OfedPlanError("gpudirect_mlnx_ofed_method=%r: expected doca, mlnx_ofed_tarball or inbox" % (method,))
     flavor = version = None
     parts = []
     if str(installed or "").strip():
@@ -98,9 +98,9 @@ def decide_action(installed, method, wanted_version=""):
                         message="%s %s installed; inbox rdma-core wanted: OFED is removed" % (flavor, version))
         return dict(base, action="none", message="no OFED stack installed; inbox rdma-core wanted")
     if not wanted:
-        raise OfedPlanError("mlnx_ofed_version: the OFED version to expect from ofed_info -s is unknown for this "
+        raise OfedPlanError("gpudirect_mlnx_ofed_version: the OFED version to expect from ofed_info -s is unknown for this "
                             "release; set it (e.g. 24.10-1.1.4)")
-    wanted_parts = _parse(versions.parse_ofed_info_n, wanted, "mlnx_ofed_version")["parts"]
+    wanted_parts = _parse(versions.parse_ofed_info_n, wanted, "gpudirect_mlnx_ofed_version")["parts"]
     if not version:
         return dict(base, action="install", message="no OFED stack installed; installing %s" % wanted)
     want_flavor = WANT_FLAVOR[method]
@@ -146,7 +146,7 @@ def parse_versionlock_list(text, names):
 
 
 def plan(probe, params):
-    """The mlnx_ofed plan.
+    """The gpudirect_mlnx_ofed plan.
 
     :param probe: ``{"ofed": ofed_info -s text, "packages": {name: version}, "held": [...],
         "loaded_peer_modules": [...], "uninstaller": path or "", "openibd": bool,
@@ -168,8 +168,8 @@ def plan(probe, params):
     stack_change = action != "none"
     removal = action in ("replace", "remove", "downgrade")
     if removal and not params.get("allow_replace", True):
-        raise OfedPlanError("%s, and mlnx_ofed_allow_replace is false: nothing was changed. Remove the stack yourself "
-                            "(%s) or set mlnx_ofed_allow_replace: true"
+        raise OfedPlanError("%s, and gpudirect_mlnx_ofed_allow_replace is false: nothing was changed. Remove the stack yourself "
+                            "(%s) or set gpudirect_mlnx_ofed_allow_replace: true"
                             % (decision["message"], probe.get("uninstaller") or "apt/dnf remove of its packages"))
     profile = params.get("profile") or ""
     hold_packages = list(params.get("core_packages") or [])
@@ -192,7 +192,7 @@ def plan(probe, params):
         if params.get("restart_openibd", True):
             disruption.append("openibd restart: %s" % transition)
         else:
-            disruption.append("reboot requested: %s (mlnx_ofed_restart_openibd: false)" % transition)
+            disruption.append("reboot requested: %s (gpudirect_mlnx_ofed_restart_openibd: false)" % transition)
     if install_profile:
         changes.append("DOCA profile %s installed (OFED %s unchanged, nothing restarted)" % (profile, installed_text))
     if stack_change and peers:
@@ -230,8 +230,8 @@ def plan(probe, params):
         loaded_peer_modules=peers,
         openibd=bool(probe.get("openibd")),
         restart_openibd=stack_change and method != "inbox" and bool(params.get("restart_openibd", True)),
-        reboot_reason=("mlnx_ofed: OFED changed to %s and openibd was not restarted "
-                       "(mlnx_ofed_restart_openibd: false)" % wanted)
+        reboot_reason=("gpudirect_mlnx_ofed: OFED changed to %s and openibd was not restarted "
+                       "(gpudirect_mlnx_ofed_restart_openibd: false)" % wanted)
         if stack_change and method != "inbox" and not params.get("restart_openibd", True) else "",
         inbox_missing=inbox_missing,
     )
@@ -242,7 +242,7 @@ def guard(plan_result, assessment, allow):
 
     :param plan_result: what ``plan`` returned.
     :param assessment: what ``gpudirect_netguard.assess`` returned.
-    :param allow: ``mlnx_ofed_allow_disruption_over_rdma_netdev``.
+    :param allow: ``gpudirect_mlnx_ofed_allow_disruption_over_rdma_netdev``.
     :returns: ``{"at_risk": [sentences], "checked": [...], "overridden": bool, "detach_restart": bool,
         "detach_removal": bool}``: with the override, the openibd restart and the removal of the
         stack in the way run detached on the node, and the role waits for the connection.
@@ -257,7 +257,7 @@ def guard(plan_result, assessment, allow):
         raise OfedPlanError(
             "the OFED change (%s) resets the ConnectX netdevs, and %s: nothing was changed. Move the connection or "
             "the mount off the ConnectX netdev (run from a management network, unmount), or set "
-            "mlnx_ofed_allow_disruption_over_rdma_netdev: true to go ahead (the restart and the removal then run detached and the "
+            "gpudirect_mlnx_ofed_allow_disruption_over_rdma_netdev: true to go ahead (the restart and the removal then run detached and the "
             "role waits for the connection to come back)" % ("; ".join(plan_result["disruption"]), "; ".join(at_risk)))
     return {"at_risk": at_risk, "checked": assessment["checked"], "overridden": cuts,
             "detach_restart": cuts and plan_result["restart_openibd"],

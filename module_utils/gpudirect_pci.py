@@ -7,7 +7,7 @@ it, so unit tests and offline analysis run on a captured or fabricated tree.
 Symlinks are resolved *inside* ``root`` (an absolute link target is taken
 relative to ``root``), so a copied tree with absolute links still works.
 
-Nothing here writes. The ``pcie_acs`` module writes ACSCtl at the absolute
+Nothing here writes. The ``gpudirect_pcie_acs`` module writes ACSCtl at the absolute
 offset given by :func:`acs_ctl_offset`; offsets are always found by walking
 the capability lists, never assumed.
 """

@@ -2,9 +2,9 @@
 """PCIe ACS on selected bridges: which bridges are selected (PLX/Broadcom PEX ports, the
 GPU<->NIC paths, all, an explicit list), what their ACS Control register holds, what it
 would be set to, the write with read-back, the ``--diff`` text, and the plan sentences
-(``changes``, ``disruption``) of the ``pcie_acs`` role.
+(``changes``, ``disruption``) of the ``gpudirect_pcie_acs`` role.
 
-The ``pcie_acs`` module (library/gpudirect_pcie_acs.py) is argument handling around :func:`run`.
+The ``gpudirect_pcie_acs`` module (library/gpudirect_pcie_acs.py) is argument handling around :func:`run`.
 Register offsets always come from walking the capability list (module_utils/gpudirect_pci.py).
 """
 
@@ -321,7 +321,7 @@ def refuse_unknown(unknown, state):
     return AcsError(
         "refusing to %s ACS: the ACS state of %d selected bridge(s) cannot be known, so their ACS Control "
         "register cannot be located safely: %s. Nothing was written to any bridge. Fix the cause, or leave "
-        "the bridge(s) out with exclude (role: pcie_acs_exclude: [%s]) and clear ACS on them another way "
+        "the bridge(s) out with exclude (role: gpudirect_pcie_acs_exclude: [%s]) and clear ACS on them another way "
         "(firmware setup); state=query reports them without failing."
         % ("clear" if state == "disabled" else "set", len(unknown), " | ".join(lines),
            ", ".join(u["address"] for u in unknown)),
@@ -462,7 +462,7 @@ def direct_nic_report(functions, choice, state, root, tool, run_command):
             "per bridge (not cleared to 0), which rdma-core's rdma_topo computes, and rdma_topo is not installed "
             "(looked for %s and in PATH). Install rdma-core %s or later (package rdma-core; rdma_topo first "
             "shipped in 61.0, ConnectX switch-only (inline) platforms need 64.0) and run again, or set "
-            "pcie_acs_direct_nic: skip (module: direct_nic=skip) to leave these bridges' ACS to the kernel and "
+            "gpudirect_pcie_acs_direct_nic: skip (module: direct_nic=skip) to leave these bridges' ACS to the kernel and "
             "firmware. Nothing was changed." % (found, ", ".join(RDMA_TOPO_PATHS), needed_release(devices)),
             direct_nic=report)
     report["rdma_topo"] = tool
@@ -473,7 +473,7 @@ def direct_nic_report(functions, choice, state, root, tool, run_command):
             rc, out, err = run_command(argv, environ)
         except (OSError, IOError) as exc:
             raise AcsError("could not run %s: %s. Check that rdma-core's rdma_topo is intact (it needs python3), or set "
-                           "pcie_acs_direct_nic: skip. Nothing was changed." % (" ".join(argv), exc), direct_nic=report)
+                           "gpudirect_pcie_acs_direct_nic: skip. Nothing was changed." % (" ".join(argv), exc), direct_nic=report)
         outputs[name] = (rc, out, err)
     try:
         grub = parse_grub_acs(outputs["write-grub-acs"][1], outputs["write-grub-acs"][0])
@@ -481,12 +481,12 @@ def direct_nic_report(functions, choice, state, root, tool, run_command):
     except RdmaTopoError as exc:
         stderr = " ".join(e.strip() for _rc, _out, e in outputs.values() if e and e.strip())
         raise AcsError("%s%s. The toolkit does not guess a direct-NIC platform's ACS: fix what rdma_topo reports "
-                       "(or report it to rdma-core if the platform is a production one), or set pcie_acs_direct_nic: "
+                       "(or report it to rdma-core if the platform is a production one), or set gpudirect_pcie_acs_direct_nic: "
                        "skip. Nothing was changed." % (exc, "; stderr: %s" % stderr[:500] if stderr else ""),
                        direct_nic=report)
     report.update(supported=grub["supported"], config_acs=grub["config_acs"], entries=grub["entries"], check=check)
     if not grub["supported"] and choice == "rdma_topo":
-        raise AcsError("pcie_acs_direct_nic is rdma_topo but %s found no direct-NIC topology it supports on this host "
+        raise AcsError("gpudirect_pcie_acs_direct_nic is rdma_topo but %s found no direct-NIC topology it supports on this host "
                        "(%s). Use auto (rdma_topo only where its device ids are found) or skip. Nothing was changed."
                        % (tool, "; ".join(check["errors"]) or "no supported topology"), direct_nic=report)
     managed = set(e["address"] for e in grub["entries"]) | set(a["address"] for a in check["acs"])
@@ -598,7 +598,7 @@ def run(params, check_mode, warn=None, diff=False, run_command=None, find_tool=N
 
     choice = params.get("direct_nic") or "auto"
     if choice not in DIRECT_NIC_CHOICES:
-        raise AcsError("direct_nic must be one of %s, not %r (role: pcie_acs_direct_nic). Nothing was changed."
+        raise AcsError("direct_nic must be one of %s, not %r (role: gpudirect_pcie_acs_direct_nic). Nothing was changed."
                        % (", ".join(DIRECT_NIC_CHOICES), choice))
     tool = params.get("rdma_topo") or None
     if tool is None and choice != "skip":
@@ -619,7 +619,7 @@ def run(params, check_mode, warn=None, diff=False, run_command=None, find_tool=N
     if state == "disabled" and vfio and selected and not params["force"]:
         raise AcsError("refusing to clear ACS: PCI function(s) %s are bound to a vfio driver (passed to virtual "
                        "machines or user space?). Clearing ACS lets peer-to-peer traffic bypass the IOMMU, so those "
-                       "devices would lose their isolation. Unbind them, or set force: true (role: pcie_acs_force: "
+                       "devices would lose their isolation. Unbind them, or set force: true (role: gpudirect_pcie_acs_force: "
                        "true) if you accept that. Nothing was changed."
                        % ", ".join("%s (%s)" % (a, functions[a].driver) for a in vfio),
                        vfio_devices=vfio, selected=selected)

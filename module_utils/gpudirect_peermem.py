@@ -142,7 +142,7 @@ def ofed_of(host):
     rc, out, err = host.run(["ofed_info", "-s"])
     if rc != 0:
         raise PeermemError("ofed_info -s failed (rc=%s): %s. The OFED installation is broken: reinstall it (the "
-                           "mlnx_ofed stage), then run again" % (rc, err or out or "no output"))
+                           "gpudirect_mlnx_ofed stage), then run again" % (rc, err or out or "no output"))
     return out
 
 
@@ -316,7 +316,7 @@ def choose(facts, requested="auto", driver=None, rdma_core=None, ofed=None, libi
     if not ofed_found:
         return result(mech, False, reasons + [
             "no MLNX_OFED/DOCA-OFED (ofed_info missing): the upstream kernel has no peer-memory API; install OFED "
-            "(mlnx_ofed_method doca or mlnx_ofed_tarball) or use dma-buf"])
+            "(gpudirect_mlnx_ofed_method doca or mlnx_ofed_tarball) or use dma-buf"])
     reasons.append("%s-%s provides the peer-memory API" % (ofed_found["flavor"], ofed_found["version"]))
     return result(mech, True, reasons)
 

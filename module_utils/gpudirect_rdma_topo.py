@@ -6,7 +6,7 @@ NVIDIA Grace/Vera root ports), where ``rdma_topo`` is installed, and parsers for
 
 On these platforms clearing ACS to 0 is wrong: the switch port toward the GPU keeps P2P Request
 Redirect while the port toward the NIC's DMA function drops it, and so on. rdma_topo computes
-that per bridge as a ``pci=config_acs=`` kernel argument; the ``pcie_acs`` module asks it and
+that per bridge as a ``pci=config_acs=`` kernel argument; the ``gpudirect_pcie_acs`` module asks it and
 never computes those values itself.
 
 Nothing here runs a command; callers pass the text and exit status.

@@ -41,8 +41,8 @@ IS the wanted one; otherwise the first differing number orders them.  So:
 * ``24.10-1.1.40`` does not match ``24.10-1.1.4`` (numbers, not text: 40 > 4, newer);
 * ``580.95.05`` matches ``580.95`` and ``580``, not ``580.95.5.1``.
 
-The OFED decision (``mlnx_ofed_action``), ``ofed_version_compare`` and the mlnx_ofed
-post-install check use this rule.  ``nvidia_driver_version`` is an exact pin
+The OFED decision (``mlnx_ofed_action``), ``ofed_version_compare`` and the gpudirect_mlnx_ofed
+post-install check use this rule.  ``gpudirect_nvidia_driver_version`` is an exact pin
 (``<version>-*``), so the driver decision requires all numbers equal instead.
 
 Every parser raises ``VersionError`` (a ``ValueError``) naming the text it could not read.
@@ -125,7 +125,7 @@ def parse_ofed_info_s(text):
 
 
 def parse_ofed_info_n(text):
-    """``ofed_info -n`` (or an admin's ``mlnx_ofed_version``) -> ``{"version", "parts"}``.
+    """``ofed_info -n`` (or an admin's ``gpudirect_mlnx_ofed_version``) -> ``{"version", "parts"}``.
 
     :raises VersionError: unless the text is ``<major>.<minor>-<n>[.<n>...]``.
     """

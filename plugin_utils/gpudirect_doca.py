@@ -13,7 +13,7 @@ the layout changed with DOCA 3.2.0:
 
 The public sources of each fact are named in tests/fixtures/doca/repo_layouts.yml, which
 the unit tests check this function against. An empty answer means "not known here": the
-role then fails before any change, naming mlnx_ofed_repo_distro.
+role then fails before any change, naming gpudirect_mlnx_ofed_repo_distro.
 """
 
 import re

@@ -144,7 +144,7 @@ def findings(before, after):
             if isinstance(b, (int, float)) and isinstance(a, (int, float)) and a < b:
                 add("%s port %s rate" % (label, num), "%g Gb/s" % b, "%g Gb/s" % a)
     # an IOMMU that was on and is off or unreadable now (a firmware setting reset by the
-    # reboot); a change between enabled modes is the toolkit's own (host_prereqs' iommu=pt)
+    # reboot); a change between enabled modes is the toolkit's own (gpudirect_host_prereqs' iommu=pt)
     if before.get("iommu") not in _IOMMU_OFF and after.get("iommu") in _IOMMU_OFF:
         add("IOMMU mode", before.get("iommu"), after.get("iommu"))
     return rows

@@ -55,8 +55,8 @@ import re
 
 # The roles whose read-only plan (tasks/plan.yml, fact <role>_plan) the plan pass
 # runs, in the order the install stages apply them.
-PLANNED_ROLES = ("host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_rdma_addresses", "gpudirect_roce_qos",
-                 "nvidia_driver", "gpudirect_peermem", "pcie_acs")
+PLANNED_ROLES = ("gpudirect_host_prereqs", "gpudirect_mlnx_ofed", "gpudirect_nic_config", "gpudirect_rdma_addresses", "gpudirect_roce_qos",
+                 "gpudirect_nvidia_driver", "gpudirect_peermem", "gpudirect_pcie_acs")
 
 DEFAULTS = {
     "gpudirect_rolling_batch": 1,
@@ -106,7 +106,7 @@ def disruption(plans, reboot_reasons=None, os_reasons=None):
     ``plans`` maps each role of PLANNED_ROLES to its ``<role>_plan`` result
     (None when the plan did not register one: an error, since every planned
     role must have said what it would do). Each reason names its source, e.g.
-    ``"nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15"``.
+    ``"gpudirect_nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15"``.
     """
     reasons = _role_sentences(plans, "disruption",
                               "what would interrupt running jobs (an empty list when nothing would)")
@@ -271,7 +271,7 @@ _CHECKS = {
 def check(knob, value, name=None):
     """The normalised value of one batch knob (ValueError naming the knob when bad).
     ``name``: the knob the value came from when it is another one with the same rules
-    (kernel_update.yml's kernel_update_serial and kernel_update_max_fail_percentage)."""
+    (kernel_update.yml's gpudirect_kernel_update_serial and gpudirect_kernel_update_max_fail_percentage)."""
     if knob not in _CHECKS:
         raise ValueError("%r is not a batch knob (%s)" % (knob, ", ".join(sorted(_CHECKS))))
     return _CHECKS[knob](DEFAULTS[knob] if value is None else value, name or knob)

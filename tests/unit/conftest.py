@@ -177,7 +177,7 @@ def play_on_localhost(tmp_path, playbook_text, extra, check=False, diff=False, e
 def kernel_update_on_localhost(tmp_path, gpu_b_vars, *extra):
     """playbooks/kernel_update.yml over two local-connection nodes, gpu-a (no knobs) and gpu-b
     (``gpu_b_vars``), both this machine; the plan reads this machine's apt lists as they are
-    (kernel_update_refresh_cache: false). ``extra``: more ansible-playbook arguments. The
+    (gpudirect_kernel_update_refresh_cache: false). ``extra``: more ansible-playbook arguments. The
     finished process (returncode, stdout with stderr)."""
     import shutil
     import subprocess
@@ -194,7 +194,7 @@ def kernel_update_on_localhost(tmp_path, gpu_b_vars, *extra):
           vars:
             ansible_connection: local
             ansible_python_interpreter: %s
-            kernel_update_refresh_cache: false
+            gpudirect_kernel_update_refresh_cache: false
             # this test's own notes, under the role's directory as it requires, removed after
             # the run (never the machine's /var/lib/gpudirect/left-drained.json)
             gpudirect_drain_left_drained_file: %s/{{ inventory_hostname }}.json

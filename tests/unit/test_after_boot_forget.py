@@ -55,7 +55,7 @@ def _project(tmp_path, failed_units, wanted_args=None):
     (tmp_path / "play.yml").write_text("---\n" + PLAY)
     hostvars = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     if wanted_args:
-        hostvars["__gpudirect_reboot_kernel_args_wanted"] = {"pcie_acs": wanted_args}
+        hostvars["__gpudirect_reboot_kernel_args_wanted"] = {"gpudirect_pcie_acs": wanted_args}
     (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    node: %s\n" % hostvars)
     (tmp_path / "ansible.cfg").write_text(textwrap.dedent("""\
         [defaults]

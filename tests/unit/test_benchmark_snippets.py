@@ -3,7 +3,7 @@
 benchmarks/loopback_vs_perftest.sh parses ib_write_bw's result with the role's own parser
 (module_utils/gpudirect_crosscheck.py) from a `"$PY" - FILE <<'PY'` snippet run in the
 repository root. When that module started importing another of the project's module_utils
-(gpudirect_versions), the snippet's plain `sys.path` import broke, and only the kernel_update
+(gpudirect_versions), the snippet's plain `sys.path` import broke, and only the gpudirect_kernel_update
 VM lane saw it, an hour into the suite. Here the snippet runs as the script runs it, on a
 published ib_write_bw output (tests/fixtures/crosscheck/README.md names its source).
 """

@@ -17,8 +17,8 @@ and runs
   ANSIBLE_LIBRARY/ROLES_PATH/FILTER_PLUGINS...), a play on localhost that uses FQCN names only:
   the module gpudirect.rdma.gpudirect_facts (it only reads, and works without GPUs), the
   filter gpudirect.rdma.gpudirect_input_errors, and the read-only plan entry point of the role
-  gpudirect.rdma.pcie_acs (its validate step runs the collection's filter, its plan step the
-  collection's pcie_acs module by its short name, in check mode);
+  gpudirect.rdma.gpudirect_pcie_acs (its validate step runs the collection's filter, its plan step the
+  collection's gpudirect_pcie_acs module by its short name, in check mode);
 
 and fails when the build, the install or any task of the play fails.
 """
@@ -56,7 +56,7 @@ PLAY = """\
 
     - name: Role
       ansible.builtin.include_role:
-        name: gpudirect.rdma.pcie_acs
+        name: gpudirect.rdma.gpudirect_pcie_acs
         tasks_from: plan
 
     - name: Results
@@ -66,7 +66,7 @@ PLAY = """\
           gpus: "{{ facts.ansible_facts.gpudirect.gpus }}"
           input_errors_bad: "{{ input_errors_bad }}"
           input_errors_good: "{{ input_errors_good }}"
-          pcie_acs_plan: "{{ pcie_acs_plan }}"
+          gpudirect_pcie_acs_plan: "{{ gpudirect_pcie_acs_plan }}"
 """
 
 
@@ -132,7 +132,7 @@ def test_tarball_holds_roles_playbooks_and_plugins(built):
     assert manifest["collection_info"]["namespace"] == NAMESPACE
     assert manifest["collection_info"]["name"] == NAME
     for required in ("LICENSE", "README.md", "meta/runtime.yml", "playbooks/site.yml",
-                     "roles/pcie_acs/tasks/plan.yml", "plugins/modules/gpudirect_facts.py",
+                     "roles/gpudirect_pcie_acs/tasks/plan.yml", "plugins/modules/gpudirect_facts.py",
                      "plugins/module_utils/gpudirect_pcie_acs.py", "plugins/filter/gpudirect_input_rules.py",
                      "plugins/plugin_utils/gpudirect_input_rules.py",
                      "plugins/callback/gpudirect_left_behind.py", "plugins/doc_fragments/gpudirect_attributes.py"):
@@ -190,7 +190,7 @@ def test_fqcn_play_runs_module_filter_and_role_from_the_installed_collection(ins
     assert out["stats"]["localhost"]["failures"] == 0
     assert out["stats"]["localhost"]["unreachable"] == 0
     tasks = {t["task"]["name"]: t["hosts"].get("localhost", {}) for play_ in out["plays"] for t in play_["tasks"]}
-    role_tasks = [name for name in tasks if name.startswith(FQCN + ".pcie_acs : ")]
+    role_tasks = [name for name in tasks if name.startswith(FQCN + ".gpudirect_pcie_acs : ")]
     assert any("Read ACS" in name for name in role_tasks), sorted(tasks)
 
     result = tasks["Results"]["msg"]
@@ -198,6 +198,6 @@ def test_fqcn_play_runs_module_filter_and_role_from_the_installed_collection(ins
     assert isinstance(result["gpus"], list)
     assert len(result["input_errors_bad"]) == 1 and "k=" in result["input_errors_bad"][0], result["input_errors_bad"]
     assert result["input_errors_good"] == []
-    plan = result["pcie_acs_plan"]
+    plan = result["gpudirect_pcie_acs_plan"]
     assert {"acs", "changes", "disruption", "bridges"} <= set(plan), plan
     assert plan["acs"]["failed"] is False

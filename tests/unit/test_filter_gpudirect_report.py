@@ -124,8 +124,8 @@ def test_report_on_a_node_without_gpu_or_nic():
     assert "nvidia kernel module not loaded" in text
 
 
-# Issue 19: the after-run table said "WARN memlock ... 257548288" right after host_prereqs
-# set unlimited. The facts below are the VM node's after host_prereqs (captures and their
+# Issue 19: the after-run table said "WARN memlock ... 257548288" right after gpudirect_host_prereqs
+# set unlimited. The facts below are the VM node's after gpudirect_host_prereqs (captures and their
 # sources in tests/unit/test_limits.py): the root session keeps 257548288, new logins and
 # new services get unlimited.
 SESSION_ROOT = {"soft": "257548288", "hard": "257548288", "soft_bytes": 257548288, "hard_bytes": 257548288,
@@ -189,11 +189,11 @@ def test_unknown_login_and_service_say_why():
 
 
 def test_reboot_this_run_asked_for_labels_the_lines_a_reboot_changes():
-    reasons = ["host_prereqs: kernel command line lacks iommu=pt"]
+    reasons = ["gpudirect_host_prereqs: kernel command line lacks iommu=pt"]
     lines = report.gpudirect_preflight_report(facts(), "n (after the run)", "SYS", reasons)
     text = "\n".join(lines)
     assert "  kernel     running 6.1.0-28-amd64, default boot 6.1.0-28-amd64, REBOOT PENDING" in text
-    assert "  reboot     asked for by this run, not done: host_prereqs: kernel command line lacks iommu=pt" in text
+    assert "  reboot     asked for by this run, not done: gpudirect_host_prereqs: kernel command line lacks iommu=pt" in text
     assert "  iommu      translated (as booted; the command line changes at the pending reboot)" in text
     assert "loaded nvidia 580.159.04 (open kernel module) (before the pending reboot)" in text
     kernel = [f for f in report.gpudirect_findings(facts(), "SYS", reasons) if f["check"] == "kernel"]
@@ -213,7 +213,7 @@ def test_reboot_reasons_of_the_os_and_the_run_are_not_repeated():
 
 def test_reboot_reasons_must_be_a_list():
     with pytest.raises(AnsibleFilterError, match="gpudirect_reboot_reasons"):
-        report.gpudirect_preflight_report(facts(), "n", "SYS", "host_prereqs: iommu=pt")
+        report.gpudirect_preflight_report(facts(), "n", "SYS", "gpudirect_host_prereqs: iommu=pt")
 
 
 def test_unknown_acs_on_the_path_is_never_shown_as_clear():

@@ -1,8 +1,8 @@
-"""nvidia_driver and gpudirect_peermem on the GPU node, whose driver came with its image.
+"""gpudirect_nvidia_driver and gpudirect_peermem on the GPU node, whose driver came with its image.
 
 The node (tests/fixtures/gpu_node/h200 and its capture/): Ubuntu 24.04, kernel
 6.18.44 with no /lib/modules, the open NVIDIA module 580.159.04 loaded but no driver
-package, libibverbs.so.1 of rdma-core 50.0.  The nvidia_driver plan (module_utils/
+package, libibverbs.so.1 of rdma-core 50.0.  The gpudirect_nvidia_driver plan (module_utils/
 gpudirect_nvidia_plan.py) and the peer-memory probe run on a simulation of it
 (gpu_node_sim.py) with the node's real facts; and the two roles run in check mode on the
 simulated node.
@@ -187,11 +187,11 @@ def _supported_controller():
 
 def _roles_on_simulated_node(tmp_path, node, *extra):
     """Run tests/harness/gpu_node/roles.yml with --check on this machine, with the
-    nvidia_driver plan module, the peer-memory probe and the facts module answering for the
+    gpudirect_nvidia_driver plan module, the peer-memory probe and the facts module answering for the
     simulated node."""
     roles, library = tmp_path / "roles", tmp_path / "library"
     library.mkdir()
-    shutil.copytree(os.path.join(ROOT, "roles", "nvidia_driver"), roles / "nvidia_driver")
+    shutil.copytree(os.path.join(ROOT, "roles", "gpudirect_nvidia_driver"), roles / "gpudirect_nvidia_driver")
     (library / "gpudirect_plan_nvidia_driver.py").write_text(NVIDIA_PLAN_WRAPPER.format(
         tests=os.path.dirname(__file__), node=node, real=os.path.join(ROOT, "library", "gpudirect_plan_nvidia_driver.py")))
     shutil.copytree(os.path.join(ROOT, "roles", "gpudirect_peermem"), roles / "gpudirect_peermem")
@@ -212,7 +212,7 @@ def _roles_on_simulated_node(tmp_path, node, *extra):
 
 
 # the roles tests/harness/gpu_node/roles.yml runs
-PLAY_ROLES = ("nvidia_driver", "gpudirect_peermem")
+PLAY_ROLES = ("gpudirect_nvidia_driver", "gpudirect_peermem")
 
 
 def _task_names_matching(prefix):
@@ -220,7 +220,7 @@ def _task_names_matching(prefix):
 
     Only those roles (issue #31 outcome 6, a vacuous loop): searched over every role,
     "Install the kernel headers" was also found in gpudirect_dkms, which this play never runs,
-    so a rename in nvidia_driver left the name check green and the skip check matching nothing."""
+    so a rename in gpudirect_nvidia_driver left the name check green and the skip check matching nothing."""
     found = []
     for role in PLAY_ROLES:
         for path in sorted(glob.glob(os.path.join(ROOT, "roles", role, "tasks", "*.yml"))):
@@ -268,7 +268,7 @@ def test_roles_in_check_mode_on_the_simulated_node(tmp_path):
 
 @pytest.mark.skipif(not _supported_controller(), reason="the roles' vars need Debian 12 or Ubuntu 22.04/24.04 here")
 def test_roles_refuse_another_branch_before_any_change(tmp_path):
-    rc, log = _roles_on_simulated_node(tmp_path, {}, "-e", '{"nvidia_driver_branch": "570"}')
+    rc, log = _roles_on_simulated_node(tmp_path, {}, "-e", '{"gpudirect_nvidia_driver_branch": "570"}')
     assert rc != 0
     assert "branch 580 installed, 570 wanted" in log and "nvidia-uninstall" in log
     recap = [line for line in log.splitlines() if line.startswith("gpunode ")]

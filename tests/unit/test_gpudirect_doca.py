@@ -1,6 +1,6 @@
 """DOCA-Host repository layout (plugin_utils/gpudirect_doca.py) against the published
 layouts in tests/fixtures/doca/repo_layouts.yml (each case names its public source), and
-the mlnx_ofed role's EL vars files, rendered by ansible-core's templar with the role's
+the gpudirect_mlnx_ofed role's EL vars files, rendered by ansible-core's templar with the role's
 filter plugin, against the same cases."""
 import os
 
@@ -39,7 +39,7 @@ def _render_vars_file(path, variables):
     loader = DataLoader()
     data = loader.load_from_file(path)
     trusted = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in dict(variables, **data).items()}
-    return Templar(loader=loader, variables=trusted).template(trusted["__mlnx_ofed_distro"])
+    return Templar(loader=loader, variables=trusted).template(trusted["__gpudirect_mlnx_ofed_distro"])
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c["os_family"] in ("RedHat", "Debian")], ids=lambda c: "%s-%s-%s" % (
@@ -48,10 +48,10 @@ def test_role_vars_file_renders_the_same_directory(case):
     major = case["version"].split(".")[0]
     name = ("RedHat-%s.yml" % major if case["os_family"] == "RedHat"
             else "Ubuntu-%s.yml" % major if case["distribution"] == "Ubuntu" else "Debian-%s.yml" % major)
-    path = os.path.join(ROOT, "roles", "mlnx_ofed", "vars", name)
+    path = os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "vars", name)
     if not os.path.exists(path):
         pytest.skip("no vars file %s" % name)
     facts = {"os_family": case["os_family"], "distribution": case["distribution"],
              "distribution_version": case["version"], "distribution_major_version": major}
-    got = _render_vars_file(path, {"ansible_facts": facts, "mlnx_ofed_doca_version": case["release"]})
+    got = _render_vars_file(path, {"ansible_facts": facts, "gpudirect_mlnx_ofed_doca_version": case["release"]})
     assert got.strip() == case["distro"], case["source"]

@@ -189,7 +189,7 @@ def test_dropin_round_trip_keeps_quotes_for_grub():
     text = render_dropin("pcie_acs", args)
     assert 'GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} pci=config_acs=\\"0x0@0000:02:08.0;0x0@0000:03:00.0\\" iommu=pt"' in text
     assert parse_dropin_args(text) == args
-    # the drop-ins earlier releases of host_prereqs and pcie_acs wrote
+    # the drop-ins earlier releases of gpudirect_host_prereqs and gpudirect_pcie_acs wrote
     assert parse_dropin_args('GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX} iommu=pt"\n') == ["iommu=pt"]
     assert parse_dropin_args('GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX pci=config_acs=\\"0x0@0000:02:08.0\\""') == [
         'pci=config_acs="0x0@0000:02:08.0"']

@@ -419,7 +419,7 @@ HELPER_ERRORS = [
     ("data_mismatch", "compare", 0, "1 of 65536 bytes differ, first at offset 32769", "AER"),
     ("completion_error", "write_correctness", 0, "work completion status 12: transport retry counter exceeded",
      "Retry exceeded"),
-    ("cuda_unavailable", "dlopen", 0, "cannot load libcuda.so.1", "nvidia_driver role"),
+    ("cuda_unavailable", "dlopen", 0, "cannot load libcuda.so.1", "gpudirect_nvidia_driver role"),
     ("size_exceeds_gpu_memory", "cuMemGetInfo", 0, "2 bytes asked, 1 free", "Lower size"),
     ("no_rdma_device", "ibv_get_device_list", 38, "libibverbs sees no RDMA device", "soft-RoCE"),
 ]

@@ -1,7 +1,7 @@
-"""The mlnx_ofed decisions (module_utils/gpudirect_ofed.py) and the plan module, on real vendor strings.
+"""The gpudirect_mlnx_ofed decisions (module_utils/gpudirect_ofed.py) and the plan module, on real vendor strings.
 
 ``ofed_info -s`` strings come from tests/fixtures/vendor_strings/versions.yml (each with its
-source); the DOCA release table is the role's own (roles/mlnx_ofed/vars/main.yml).
+source); the DOCA release table is the role's own (roles/gpudirect_mlnx_ofed/vars/main.yml).
 """
 import os
 
@@ -15,8 +15,8 @@ from conftest import PROJECT_FIXTURES, ROOT
 
 with open(os.path.join(PROJECT_FIXTURES, "vendor_strings", "versions.yml"), encoding="utf-8") as _handle:
     STRINGS = yaml.safe_load(_handle)
-with open(os.path.join(ROOT, "roles", "mlnx_ofed", "vars", "main.yml"), encoding="utf-8") as _handle:
-    DOCA_TABLE = yaml.safe_load(_handle)["__mlnx_ofed_doca_ofed_versions"]
+with open(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "vars", "main.yml"), encoding="utf-8") as _handle:
+    DOCA_TABLE = yaml.safe_load(_handle)["__gpudirect_mlnx_ofed_doca_ofed_versions"]
 DOCA_ENTRIES = [e for e in STRINGS["ofed_info_s"] if e.get("doca")]
 DOCA_291 = next(e["text"] for e in DOCA_ENTRIES if e["doca"] == "2.9.1")       # OFED-internal-24.10-1.1.4.0.200:
 MLNX = next(e["text"] for e in STRINGS["ofed_info_s"] if e["text"].startswith("MLNX_OFED_LINUX-24.10"))
@@ -71,8 +71,8 @@ def test_action(installed, method, wanted, action):
 
 
 @pytest.mark.parametrize("installed,wanted,knob", [
-    ("", "", "mlnx_ofed_version: .*unknown"),
-    ("", "24.10", "mlnx_ofed_version: .*'24.10'"),
+    ("", "", "gpudirect_mlnx_ofed_version: .*unknown"),
+    ("", "24.10", "gpudirect_mlnx_ofed_version: .*'24.10'"),
     ("-bash: ofed_info: command not found", "24.10-1.1.4", "ofed_info -s on the host: .*command not found"),
     ("MLNX_OFED_LINUX-5.8:", "24.10-1.1.4", "ofed_info -s on the host: .*'MLNX_OFED_LINUX-5.8:'"),
 ])
@@ -82,7 +82,7 @@ def test_malformed_input_names_the_value_and_knob(installed, wanted, knob):
 
 
 def test_unknown_method_is_refused():
-    with pytest.raises(ofed.OfedPlanError, match="mlnx_ofed_method"):
+    with pytest.raises(ofed.OfedPlanError, match="gpudirect_mlnx_ofed_method"):
         ofed.decide_action("", "rpm", "24.10-1.1.4")
 
 
@@ -132,8 +132,8 @@ def test_upgrade_restarts_openibd_and_unloads_peer_memory():
 def test_no_restart_turns_into_a_reboot_request():
     out = ofed.plan(probe(), params(wanted_version="25.01-0.6.0", restart_openibd=False))
     assert out["disruption"] == ["reboot requested: OFED 24.10-1.1.4.0.200 -> 25.01-0.6.0 "
-                                 "(mlnx_ofed_restart_openibd: false)"]
-    assert out["reboot_reason"].startswith("mlnx_ofed: OFED changed to 25.01-0.6.0")
+                                 "(gpudirect_mlnx_ofed_restart_openibd: false)"]
+    assert out["reboot_reason"].startswith("gpudirect_mlnx_ofed: OFED changed to 25.01-0.6.0")
 
 
 def test_replace_removes_first_with_the_uninstaller():
@@ -144,7 +144,7 @@ def test_replace_removes_first_with_the_uninstaller():
 
 # Gate (issue #31 outcome 6): plan() counts a downgrade as a removal (removal = action in
 # replace/remove/downgrade), so the newer stack is removed first, its holds released, the removal
-# listed as a disruption and refused without mlnx_ofed_allow_replace. Dropping "downgrade" from
+# listed as a disruption and refused without gpudirect_mlnx_ofed_allow_replace. Dropping "downgrade" from
 # that list left every test green before these two tests.
 def test_a_downgrade_removes_the_newer_stack_first():
     """DOCA 2.9.1 installed (OFED-internal-24.10-1.1.4.0.200), 24.10-1.1.3 wanted: packages of a
@@ -159,12 +159,12 @@ def test_a_downgrade_removes_the_newer_stack_first():
 
 
 def test_a_downgrade_is_refused_like_a_replace_naming_the_knob():
-    with pytest.raises(ofed.OfedPlanError, match="mlnx_ofed_allow_replace is false: nothing was changed"):
+    with pytest.raises(ofed.OfedPlanError, match="gpudirect_mlnx_ofed_allow_replace is false: nothing was changed"):
         ofed.plan(probe(), params(wanted_version="24.10-1.1.3", allow_replace=False))
 
 
 def test_replace_is_refused_naming_the_knob():
-    with pytest.raises(ofed.OfedPlanError, match="mlnx_ofed_allow_replace is false"):
+    with pytest.raises(ofed.OfedPlanError, match="gpudirect_mlnx_ofed_allow_replace is false"):
         ofed.plan(probe(MLNX), params(allow_replace=False))
 
 
@@ -204,7 +204,7 @@ def test_guard_fails_a_disruptive_plan_naming_interface_address_and_knob():
         ofed.guard(out, AT_RISK, allow=False)
     message = str(error.value)
     assert "bond0" in message and "10.0.0.1" in message and "mlx5_core" in message
-    assert "mlnx_ofed_allow_disruption_over_rdma_netdev: true" in message
+    assert "gpudirect_mlnx_ofed_allow_disruption_over_rdma_netdev: true" in message
 
 
 def test_guard_lets_a_converged_plan_pass_and_an_override_detach_the_restart():
@@ -263,7 +263,7 @@ def test_module_fails_naming_the_knob(run_module, monkeypatch, tmp_path):
                         lambda self, name, required=False, opt_dirs=None: None)
     result = run_module(gpudirect_plan_mlnx_ofed, dict(method="doca", wanted_version="24.10", sys_root=str(tmp_path),
                                              proc_root=str(tmp_path), repo_file=str(tmp_path / "none")))
-    assert result["failed"] and "mlnx_ofed_version" in result["msg"] and "'24.10'" in result["msg"]
+    assert result["failed"] and "gpudirect_mlnx_ofed_version" in result["msg"] and "'24.10'" in result["msg"]
 
 
 def test_versions_are_parsed_only_through_gpudirect_versions():
@@ -275,15 +275,17 @@ def test_versions_are_parsed_only_through_gpudirect_versions():
 # --- the role's task order: the key is checked before anything changes ---------------------
 
 def _tasks(name):
-    with open(os.path.join(ROOT, "roles", "mlnx_ofed", "tasks", name), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    """The tasks of one file, without the first one of an entry point that takes the variables
+    set under the role's name before 1.0.0 (tasks/renamed.yml)."""
+    with open(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "tasks", name), encoding="utf-8") as handle:
+        return [t for t in yaml.safe_load(handle) if t.get("ansible.builtin.import_tasks") != "renamed.yml"]
 
 
 def test_plan_checks_the_key_read_only_before_deciding_and_main_acts_on_the_plan():
     plan = _tasks("plan.yml")
     modules = [next(k for k in t if k not in ("name", "when", "register", "vars", "check_mode")) for t in plan]
     assert modules[:3] == ["ansible.builtin.include_tasks", "gpudirect_repo_key", "gpudirect_plan_mlnx_ofed"]
-    assert plan[1]["check_mode"] is True and plan[2]["register"] == "mlnx_ofed_plan"
+    assert plan[1]["check_mode"] is True and plan[2]["register"] == "gpudirect_mlnx_ofed_plan"
     main = _tasks("main.yml")
     # planned again in the stage even after the read-only pass: the pass only decided the drain
     assert main[0]["ansible.builtin.include_tasks"] == "plan.yml" and "when" not in main[0]
@@ -291,6 +293,6 @@ def test_plan_checks_the_key_read_only_before_deciding_and_main_acts_on_the_plan
 
 def test_nothing_is_unloaded_or_removed_before_the_plan():
     change = _tasks("change.yml")
-    assert "community.general.modprobe" in change[0] and change[0]["loop"] == "{{ mlnx_ofed_plan.loaded_peer_modules }}"
-    text = open(os.path.join(ROOT, "roles", "mlnx_ofed", "tasks", "change.yml"), encoding="utf-8").read()
+    assert "community.general.modprobe" in change[0] and change[0]["loop"] == "{{ gpudirect_mlnx_ofed_plan.loaded_peer_modules }}"
+    text = open(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "tasks", "change.yml"), encoding="utf-8").read()
     assert "gpudirect_repo_key" not in text

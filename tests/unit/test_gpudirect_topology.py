@@ -50,7 +50,7 @@ def test_yaml_choices_are_the_modules_order():
     found = _distance_choices()
     where = [w for w, _c in found]
     assert any(w.startswith("roles/gpudirect_preflight/") for w in where), where
-    assert any(w.startswith("roles/pcie_acs/") for w in where), where
+    assert any(w.startswith("roles/gpudirect_pcie_acs/") for w in where), where
     for place, choices in found:
         assert tuple(choices) == topo.DISTANCE_ORDER, place
 

@@ -187,14 +187,14 @@ def test_bandwidth_below_minimum_is_a_failure_even_with_intact_data():
 # ---------------------------------------------------------------- skipped
 
 def test_skip_for_a_pending_reboot_carries_the_message():
-    skip = {"code": "reboot_pending", "message": "reboot required: nvidia_driver: x; verification skipped until "
+    skip = {"code": "reboot_pending", "message": "reboot required: gpudirect_nvidia_driver: x; verification skipped until "
             "the node has rebooted", "fix": "reboot the node"}
     record = verify.gpudirect_verify_record(PASS, "node3", skip)    # the result is ignored when skipping
     assert record["status"] == "skipped" and record["result"] == "skipped"
     assert record["diagnosis"]["code"] == "reboot_pending"
     assert record["bytes_compared"] is None and record["module_result"] is None and record["pair"] == "-"
     page = verify.gpudirect_verify_report_md(record)
-    assert "## Why it was skipped" in page and "reboot required: nvidia_driver: x" in page
+    assert "## Why it was skipped" in page and "reboot required: gpudirect_nvidia_driver: x" in page
     assert "| bytes compared |" not in page     # a skipped page shows no empty figures
 
 

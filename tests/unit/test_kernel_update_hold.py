@@ -44,9 +44,9 @@ def _run(tmp_path_factory, extra_args=()):
         shutil.copy(os.path.join(ROOT, "playbooks", name), root / "playbooks" / name)
     (root / "roles").mkdir()
     os.symlink(os.path.join(ROOT, "roles", "gpudirect_drain"), root / "roles" / "gpudirect_drain")
-    for name in ("os_release_pin", "gpudirect_reboot", "mlnx_ofed", "nvidia_driver", "gpudirect_peermem"):
+    for name in ("gpudirect_os_release_pin", "gpudirect_reboot", "gpudirect_mlnx_ofed", "gpudirect_nvidia_driver", "gpudirect_peermem"):
         _role(root, name, {"main.yml": LOG.format(event=name)})
-    _role(root, "kernel_update", {
+    _role(root, "gpudirect_kernel_update", {
         "main.yml": LOG.format(event="kernel"),
         # the plan (tests/unit/test_kernel_update_plan.py tests the real one): every node needs the update
         "plan.yml": "- name: Every node needs the update\n  ansible.builtin.group_by:\n    key: kernel_update_pending\n",
@@ -116,7 +116,7 @@ def _run(tmp_path_factory, extra_args=()):
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                KU_BOOT_LOG=str(root / "boot.log"))
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "hosts.yml",
-            "playbooks/kernel_update.yml", "-e", "kernel_update_serial=2"] + list(extra_args)
+            "playbooks/kernel_update.yml", "-e", "gpudirect_kernel_update_serial=2"] + list(extra_args)
     default_before = _machine_note()
     try:
         proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
@@ -191,7 +191,7 @@ def test_a_spent_failure_budget_stops_the_campaign_before_the_next_batch_touches
     """max_fail_percentage 100 lets the next batch start; the campaign's budget of 0 failed
     nodes over the run (issue #30, outcome 1) stops it there: n3 fails before its lock,
     never drained, and the table says why."""
-    proc, events, boot, _ = _run(tmp_path_factory, ["-e", "kernel_update_max_fail_percentage=100",
+    proc, events, boot, _ = _run(tmp_path_factory, ["-e", "gpudirect_kernel_update_max_fail_percentage=100",
                                                     "-e", "gpudirect_rolling_max_failed_nodes=0"])
     assert proc.returncode == 2, proc.stdout[-4000:]
     assert "n3" not in {node for node, _ in events}
@@ -205,6 +205,6 @@ def test_a_spent_failure_budget_stops_the_campaign_before_the_next_batch_touches
 
 
 def test_a_budget_with_room_lets_the_next_batch_run(tmp_path_factory):
-    proc, events, _, _ = _run(tmp_path_factory, ["-e", "kernel_update_max_fail_percentage=100",
+    proc, events, _, _ = _run(tmp_path_factory, ["-e", "gpudirect_kernel_update_max_fail_percentage=100",
                                                  "-e", "gpudirect_rolling_max_failed_nodes=1"])
     assert "verify" in [event for node, event in events if node == "n3"], proc.stdout[-4000:]

@@ -17,7 +17,7 @@ from conftest import kernel_update_on_localhost, read_fixture
 from ansible.module_utils import gpudirect_kernel_update as ku  # noqa: E402
 from ansible.module_utils import gpudirect_rolling as rolling  # noqa: E402
 
-import gpudirect_plan_kernel_update as kernel_update_plan  # noqa: E402  (library/, on sys.path through conftest)
+import gpudirect_plan_kernel_update as gpudirect_kernel_update_plan  # noqa: E402  (library/, on sys.path through conftest)
 
 META = ["linux-image-amd64", "linux-headers-amd64"]
 
@@ -93,14 +93,14 @@ def test_nodes_whose_repositories_disagree_are_refused_naming_the_knob():
     out = ku.campaign(nodes, "", META)
     assert len(out["errors"]) == 1
     assert "offer different kernels" in out["errors"][0] and "on n1" in out["errors"][0] and "on n2" in out["errors"][0]
-    assert "kernel_update_target" in out["errors"][0]
+    assert "gpudirect_kernel_update_target" in out["errors"][0]
     assert out["pending"] == {} and out["done"] == {}
 
 
 def test_the_knob_pins_the_target_and_a_node_that_does_not_offer_it_is_refused():
     nodes = {"n1": node("6.1.176-1", "6.1.192-2"), "n2": node("6.1.176-1", "6.1.176-1")}
     out = ku.campaign(nodes, "6.1.192-2", META)
-    assert "(the kernel_update_target knob)" in out["source"]
+    assert "(the gpudirect_kernel_update_target knob)" in out["source"]
     assert any("n2: no repository of the node offers linux-image-amd64 6.1.192-2 (it offers 6.1.176-1)" in e
                for e in out["errors"])
     # pinned to the older one that both offer: no node is refused, both are pending or done
@@ -151,27 +151,27 @@ def test_a_campaign_an_earlier_run_recorded_is_finished_before_a_newer_kernel():
 def test_a_bad_target_is_refused_naming_the_knob(value, match):
     with pytest.raises(ValueError, match=match) as err:
         ku.normalise_target(value, META)
-    assert "kernel_update_target" in str(err.value)
+    assert "gpudirect_kernel_update_target" in str(err.value)
 
 
 def test_a_package_no_repository_has_is_named():
     out = ku.campaign({"n1": node(None, None, [])}, "", META)
-    assert any("no repository of the node offers linux-image-amd64" in e and "kernel_update_packages" in e
+    assert any("no repository of the node offers linux-image-amd64" in e and "gpudirect_kernel_update_packages" in e
                for e in out["errors"])
 
 
 @pytest.mark.parametrize("value", [0, "0", "0%", "101%", -1, True, [], [1, 0]])
 def test_kernel_update_serial_is_checked_by_site_yml_s_rules_under_its_own_name(value):
-    with pytest.raises(ValueError, match="kernel_update_serial="):
-        rolling.play_setting(["n1"], {"n1": {}}, "gpudirect_rolling_batch", value, "kernel_update_serial")
+    with pytest.raises(ValueError, match="gpudirect_kernel_update_serial="):
+        rolling.play_setting(["n1"], {"n1": {}}, "gpudirect_rolling_batch", value, "gpudirect_kernel_update_serial")
 
 
 def test_kernel_update_max_fail_percentage_is_checked_under_its_own_name():
-    with pytest.raises(ValueError, match="kernel_update_max_fail_percentage=101"):
+    with pytest.raises(ValueError, match="gpudirect_kernel_update_max_fail_percentage=101"):
         rolling.play_setting(["n1"], {"n1": {}}, "gpudirect_rolling_max_fail_percentage", 101,
-                             "kernel_update_max_fail_percentage")
+                             "gpudirect_kernel_update_max_fail_percentage")
     assert rolling.play_setting(["n1"], {"n1": {}}, "gpudirect_rolling_batch", [1, "5", "10%"],
-                                "kernel_update_serial") == [1, 5, "10%"]
+                                "gpudirect_kernel_update_serial") == [1, 5, "10%"]
 
 
 # --- the module on this machine's own apt
@@ -189,7 +189,7 @@ def kernel_tree(tmp_path):
 
 @needs_apt
 def test_module_reads_this_machines_packages_in_check_mode_without_refreshing(run_module, kernel_tree):
-    out = run_module(kernel_update_plan, {"packages": ["libc6", "no-such-package-gpudirect"], "root": str(kernel_tree)},
+    out = run_module(gpudirect_kernel_update_plan, {"packages": ["libc6", "no-such-package-gpudirect"], "root": str(kernel_tree)},
                      check_mode=True)
     assert out["changed"] is False and out["refreshed"] is False and out["method"] == "apt"
     assert out["packages"]["libc6"]["installed"] and out["packages"]["libc6"]["ordered"] is True
@@ -205,7 +205,7 @@ def test_module_judges_this_node_against_a_target(run_module, kernel_tree):
     (kernel_tree / "var" / "lib" / "gpudirect").mkdir(parents=True)
     (kernel_tree / "var" / "lib" / "gpudirect" / "boot-hold.json").write_text(
         json.dumps({"kernel": "6.1.0-40-amd64", "instead_of": "6.1.0-41-amd64"}))
-    out = run_module(kernel_update_plan, {"packages": ["libc6"], "refresh": False, "root": str(kernel_tree),
+    out = run_module(gpudirect_kernel_update_plan, {"packages": ["libc6"], "refresh": False, "root": str(kernel_tree),
                                           "target": libc["installed"]})
     assert out["pending"] is True and "held its default boot kernel" in out["reason"]
 
@@ -217,7 +217,7 @@ def test_module_judges_this_node_against_a_target(run_module, kernel_tree):
 def test_nodes_already_at_the_target_are_neither_locked_nor_drained(tmp_path):
     """libc6 stands for the kernel package: installed at its candidate on this machine, so
     both nodes are at the target; no node has drain hooks, and none is needed."""
-    p = kernel_update_on_localhost(tmp_path, {}, "-e", '{"kernel_update_packages": ["libc6"]}')
+    p = kernel_update_on_localhost(tmp_path, {}, "-e", '{"gpudirect_kernel_update_packages": ["libc6"]}')
     assert p.returncode == 0, p.stdout
     assert "gpu-a: nothing to do, not locked or drained" in p.stdout
     assert "gpu-b: nothing to do, not locked or drained" in p.stdout
@@ -229,15 +229,15 @@ def test_nodes_already_at_the_target_are_neither_locked_nor_drained(tmp_path):
 
 @needs_apt
 def test_a_bad_batch_knob_stops_the_run_before_the_plan(tmp_path):
-    p = kernel_update_on_localhost(tmp_path, {}, "-e", "kernel_update_serial=0")
+    p = kernel_update_on_localhost(tmp_path, {}, "-e", "gpudirect_kernel_update_serial=0")
     assert p.returncode != 0
-    assert "kernel_update_serial=0 must be 1 or more nodes" in p.stdout
+    assert "gpudirect_kernel_update_serial=0 must be 1 or more nodes" in p.stdout
     assert "Read the node's kernel packages" not in p.stdout
 
 
 @needs_apt
 def test_a_target_no_node_offers_is_refused_before_anything_changes(tmp_path):
-    p = kernel_update_on_localhost(tmp_path, {}, "-e", "kernel_update_target=0.0.1-gpudirect")
+    p = kernel_update_on_localhost(tmp_path, {}, "-e", "gpudirect_kernel_update_target=0.0.1-gpudirect")
     assert p.returncode != 0
     assert "Refusing to start the kernel update" in p.stdout
     assert "gpu-a: no repository of the node offers linux-image-amd64 0.0.1-gpudirect" in p.stdout

@@ -287,7 +287,7 @@ def _plays(path):
 
 
 def _drains(node):
-    """A play's tasks call a drain entry point (gpudirect_drain's, or kernel_update's that
+    """A play's tasks call a drain entry point (gpudirect_drain's, or gpudirect_kernel_update's that
     wraps it); the stage plays of site.yml's undrained path take the run lock too, but
     drain nothing."""
     if isinstance(node, dict):

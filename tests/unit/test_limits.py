@@ -17,7 +17,7 @@ Sources of the file contents (each quoted as published):
   https://intel.com/content/www/us/en/docs/programmable/683394/2-0-1/memlock-limit.html
 * `systemctl show -p DefaultLimitMEMLOCK -p DefaultLimitMEMLOCKSoft` and /proc/1/limits
   (tests/fixtures/limits/proc-1-limits-vm-debian12.txt) captured on the project's VM node (Debian 12, systemd 252.39-1~deb12u2, kernel
-  6.1.0-50-amd64, 2 GiB) before and after host_prereqs, 2026-11-24.
+  6.1.0-50-amd64, 2 GiB) before and after gpudirect_host_prereqs, 2026-11-24.
 The precedence rules are those of Linux-PAM's modules/pam_limits/pam_limits.c.
 """
 
@@ -52,7 +52,7 @@ user1    hard   memlock           unlimited
 user1    soft   memlock           unlimited
 """
 
-# roles/host_prereqs/templates/memlock-limits.conf.j2 as rendered on the VM node
+# roles/gpudirect_host_prereqs/templates/memlock-limits.conf.j2 as rendered on the VM node
 PROJECT_FILE = """\
 # Ansible managed (role host_prereqs)
 # RDMA pins the memory it registers (ibv_reg_mr) and the queues it creates
@@ -62,9 +62,9 @@ PROJECT_FILE = """\
 *\thard\tmemlock\tunlimited
 """
 
-# the VM node, before host_prereqs: services get systemd 252's built-in 8M
+# the VM node, before gpudirect_host_prereqs: services get systemd 252's built-in 8M
 VM_SHOW_BEFORE = "DefaultLimitMEMLOCK=8388608\nDefaultLimitMEMLOCKSoft=8388608\n"
-# after host_prereqs wrote system.conf.d/90-gpudirect-memlock.conf and re-executed the manager
+# after gpudirect_host_prereqs wrote system.conf.d/90-gpudirect-memlock.conf and re-executed the manager
 VM_SHOW_AFTER = "DefaultLimitMEMLOCK=infinity\nDefaultLimitMEMLOCKSoft=infinity\n"
 SYSTEM_CONF_DEBIAN12_MEMLOCK = "[Manager]\n#DefaultLimitNOFILE=1024:524288\n#DefaultLimitMEMLOCK=8M\n"
 PROJECT_DROPIN = """\
@@ -237,7 +237,7 @@ def test_service_pending_reexec_is_reported_and_still_a_finding():
 
 
 def test_a_lower_limit_waiting_for_daemon_reexec_is_a_finding_before_it_bites():
-    # seen on the VM node: a drop-in with DefaultLimitMEMLOCK=64M written after host_prereqs, no reexec
+    # seen on the VM node: a drop-in with DefaultLimitMEMLOCK=64M written after gpudirect_host_prereqs, no reexec
     configured = gl.configured_manager_memlock([
         ("/etc/systemd/system.conf.d/90-gpudirect-memlock.conf", PROJECT_DROPIN),
         ("/etc/systemd/system.conf.d/99-site.conf", "[Manager]\nDefaultLimitMEMLOCK=64M\n")])

@@ -1,5 +1,5 @@
-"""roles/nic_config (issue #32, outcome 1) run by ansible-playbook on this machine, against a fake
-sysfs tree (the role's nic_config_sysfs_root points the module at it) and the stand-in mlxconfig/mstconfig
+"""roles/gpudirect_nic_config (issue #32, outcome 1) run by ansible-playbook on this machine, against a fake
+sysfs tree (the role's gpudirect_nic_config_sysfs_root points the module at it) and the stand-in mlxconfig/mstconfig
 (tests/harness/standin_repo/src/mft/mlxconfig), whose state keeps Default / Current / Next Boot
 per fake card: plan, set, the reboot request, the value waiting for the reset, the boot, converged.
 """
@@ -17,23 +17,23 @@ from conftest import ROOT, play_on_localhost
 from sysfs_tree import SysfsTree
 
 STANDIN = os.path.join(ROOT, "tests", "harness", "standin_repo", "src", "mft", "mlxconfig")
-ROLE = os.path.join(ROOT, "roles", "nic_config")
+ROLE = os.path.join(ROOT, "roles", "gpudirect_nic_config")
 CX7 = "0000:17:00.0"
 
 PLAY = """---
-- name: nic_config on a fake node
+- name: gpudirect_nic_config on a fake node
   hosts: localhost
   connection: local
   gather_facts: false
   vars:
-    nic_config_sysfs_root: %s
+    gpudirect_nic_config_sysfs_root: %s
   tasks:
     - name: The role
       ansible.builtin.include_role:
-        name: nic_config
+        name: gpudirect_nic_config
     - name: Show the plan and the reboot reasons
       ansible.builtin.debug:
-        msg: "RESULT {{ {'plan': nic_config_plan, 'reasons': gpudirect_reboot_reasons | default([])} | to_json }}"
+        msg: "RESULT {{ {'plan': gpudirect_nic_config_plan, 'reasons': gpudirect_reboot_reasons | default([])} | to_json }}"
 """
 
 
@@ -43,9 +43,9 @@ def _load(*parts):
 
 
 def test_the_role_knows_the_profiles_the_module_knows():
-    assert sorted(_load("vars", "main.yml")["__nic_config_known_profiles"]) == sorted(nic.PROFILES)
+    assert sorted(_load("vars", "main.yml")["__gpudirect_nic_config_known_profiles"]) == sorted(nic.PROFILES)
     for entry in _load("meta", "argument_specs.yml")["argument_specs"].values():
-        assert sorted(entry["options"]["nic_config_profiles"]["choices"]) == sorted(nic.PROFILES)
+        assert sorted(entry["options"]["gpudirect_nic_config_profiles"]["choices"]) == sorted(nic.PROFILES)
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_nothing_wanted_says_so_and_changes_nothing(node):
 
 
 def test_set_then_reboot_request_then_converged_after_the_boot(node):
-    wanted = {"nic_config_params": {"ATS_ENABLED": True, "NUM_OF_VFS": 8}}
+    wanted = {"gpudirect_nic_config_params": {"ATS_ENABLED": True, "NUM_OF_VFS": 8}}
     checked, result = node.play(wanted, check=True)
     assert checked.returncode == 0, checked.stdout
     assert node.params()["ATS_ENABLED"]["next_boot"] == 0                      # --check wrote nothing
@@ -104,7 +104,7 @@ def test_set_then_reboot_request_then_converged_after_the_boot(node):
     assert result["plan"]["set"] == [] and result["plan"]["changes"] == [
         "0000:17:00.0 (ConnectX7): ATS_ENABLED=1, NUM_OF_VFS=8 already set for the next boot (running ATS_ENABLED "
         "False(0), NUM_OF_VFS 0); waits for a firmware reset or reboot"]
-    assert result["reasons"] == ["nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
+    assert result["reasons"] == ["gpudirect_nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
                                  "0000:17:00.0 ATS_ENABLED=1, NUM_OF_VFS=8"]
     params = node.params()
     assert (params["ATS_ENABLED"]["current"], params["ATS_ENABLED"]["next_boot"]) == (0, 1)
@@ -114,7 +114,7 @@ def test_set_then_reboot_request_then_converged_after_the_boot(node):
     again, result = node.play(wanted)
     assert again.returncode == 0, again.stdout
     assert result["plan"]["set"] == [] and result["reasons"] == [
-        "nic_config: ConnectX firmware values wait for a firmware reset or reboot: 0000:17:00.0 ATS_ENABLED=1, NUM_OF_VFS=8"]
+        "gpudirect_nic_config: ConnectX firmware values wait for a firmware reset or reboot: 0000:17:00.0 ATS_ENABLED=1, NUM_OF_VFS=8"]
     assert " changed=0 " in again.stdout                                     # no set ran
 
     node.boot()
@@ -125,12 +125,12 @@ def test_set_then_reboot_request_then_converged_after_the_boot(node):
 
 
 @pytest.mark.parametrize("extra, words", [
-    ({"nic_config_params": {"ats_enabled": 1}}, "nic_config_params: ats_enabled is not an mlxconfig parameter name"),
-    ({"nic_config_params": {"NUM_OF_VFS": [8]}}, "nic_config_params: NUM_OF_VFS must be a number"),
-    ({"nic_config_profiles": ["gpudirect", "gpudirect_vm"]}, "not both gpudirect and gpudirect_vm"),
-    ({"nic_config_devices": ["17:00"]}, "nic_config_devices: 17:00 is not a PCI address"),
+    ({"gpudirect_nic_config_params": {"ats_enabled": 1}}, "gpudirect_nic_config_params: ats_enabled is not an mlxconfig parameter name"),
+    ({"gpudirect_nic_config_params": {"NUM_OF_VFS": [8]}}, "gpudirect_nic_config_params: NUM_OF_VFS must be a number"),
+    ({"gpudirect_nic_config_profiles": ["gpudirect", "gpudirect_vm"]}, "not both gpudirect and gpudirect_vm"),
+    ({"gpudirect_nic_config_devices": ["17:00"]}, "gpudirect_nic_config_devices: 17:00 is not a PCI address"),
     # the value check of module_utils (resolve_wanted), before any query
-    ({"nic_config_params": {"ATS_ENABLED": 5}}, "nic_config_profiles / nic_config_params: ATS_ENABLED: wanted true/false"),
+    ({"gpudirect_nic_config_params": {"ATS_ENABLED": 5}}, "gpudirect_nic_config_profiles / gpudirect_nic_config_params: ATS_ENABLED: wanted true/false"),
 ])
 def test_bad_knobs_fail_before_any_change(node, extra, words):
     before = node.params()
@@ -142,17 +142,17 @@ def test_bad_knobs_fail_before_any_change(node, extra, words):
 
 
 PLAY_ROOT_KNOB = """---
-- name: nic_config on a fake node, pointed at the tree by its own knob
+- name: gpudirect_nic_config on a fake node, pointed at the tree by its own knob
   hosts: localhost
   connection: local
   gather_facts: false
   tasks:
     - name: The role
       ansible.builtin.include_role:
-        name: nic_config
+        name: gpudirect_nic_config
     - name: Show the plan and the reboot reasons
       ansible.builtin.debug:
-        msg: "RESULT {{ {'plan': nic_config_plan, 'reasons': gpudirect_reboot_reasons | default([])} | to_json }}"
+        msg: "RESULT {{ {'plan': gpudirect_nic_config_plan, 'reasons': gpudirect_reboot_reasons | default([])} | to_json }}"
 """
 
 
@@ -163,7 +163,7 @@ def _play_root_knob(tmp_path, extra, env, check=False):
 
 
 def test_sysfs_root_knob_reaches_the_plan_and_the_set(tmp_path):
-    """nic_config_sysfs_root, with no module_defaults: the plan reads the recorded tree and the set acts on it;
+    """gpudirect_nic_config_sysfs_root, with no module_defaults: the plan reads the recorded tree and the set acts on it;
     another root (a tree without the card) finds no card and says under which folder it looked."""
     tree = SysfsTree(tmp_path / "root")
     tree.add_nic(CX7, device=0x1021)
@@ -173,19 +173,19 @@ def test_sysfs_root_knob_reaches_the_plan_and_the_set(tmp_path):
     state = tmp_path / "standin-state"
     env = {"PATH": "%s:%s" % (bindir, os.environ["PATH"]), "STANDIN_MLXCONFIG_STATE": str(state)}
     subprocess.run([sys.executable, STANDIN, "--standin-add", CX7, "ConnectX7"], check=True, env=dict(os.environ, **env))
-    wanted = {"nic_config_params": {"ATS_ENABLED": True}, "nic_config_sysfs_root": str(tree.root)}
+    wanted = {"gpudirect_nic_config_params": {"ATS_ENABLED": True}, "gpudirect_nic_config_sysfs_root": str(tree.root)}
 
     done, result = _play_root_knob(tmp_path, wanted, env)
     assert done.returncode == 0, done.stdout
     assert result["plan"]["devices"][0]["pci"] == CX7
-    assert result["reasons"] == ["nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
+    assert result["reasons"] == ["gpudirect_nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
                                  "0000:17:00.0 ATS_ENABLED=1"]
     with open(str(state / (CX7 + ".json"))) as handle:
         assert json.load(handle)["params"]["ATS_ENABLED"]["next_boot"] == 1
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    done, result = _play_root_knob(tmp_path, dict(wanted, nic_config_sysfs_root=str(empty)), env)
+    done, result = _play_root_knob(tmp_path, dict(wanted, gpudirect_nic_config_sysfs_root=str(empty)), env)
     assert done.returncode == 0, done.stdout
     assert result["plan"]["devices"] == [] and result["plan"]["changes"] == []
     assert result["plan"]["skip_reason"] == ("no NVIDIA/Mellanox ConnectX physical function under %s"
@@ -194,9 +194,9 @@ def test_sysfs_root_knob_reaches_the_plan_and_the_set(tmp_path):
 
 def test_relative_sysfs_root_fails_before_any_change(node):
     before = node.params()
-    done, _result = node.play({"nic_config_profiles": ["gpudirect"], "nic_config_sysfs_root": "var/lib/sysfs"})
+    done, _result = node.play({"gpudirect_nic_config_profiles": ["gpudirect"], "gpudirect_nic_config_sysfs_root": "var/lib/sysfs"})
     assert done.returncode != 0
-    assert 'nic_config_sysfs_root must be an absolute path' in done.stdout, done.stdout
+    assert 'gpudirect_nic_config_sysfs_root must be an absolute path' in done.stdout, done.stdout
     assert "Nothing was changed" in done.stdout
     assert node.params() == before
 
@@ -217,22 +217,22 @@ def toolless_node(node, tmp_path):
 @pytest.mark.parametrize("tool, package", [("auto", "mstflint"), ("mstconfig", "mstflint"), ("mlxconfig", "mft")])
 def test_missing_tool_check_mode_says_which_package_it_would_install(toolless_node, tool, package):
     before = toolless_node.params()
-    done, result = toolless_node.play({"nic_config_profiles": ["gpudirect"], "nic_config_tool": tool}, check=True)
+    done, result = toolless_node.play({"gpudirect_nic_config_profiles": ["gpudirect"], "gpudirect_nic_config_tool": tool}, check=True)
     assert done.returncode == 0, done.stdout
-    assert "nic_config: check mode: would install package %s (nic_config_install_tool), then read the cards " \
+    assert "gpudirect_nic_config: check mode: would install package %s (gpudirect_nic_config_install_tool), then read the cards " \
            "0000:17:00.0 and set what differs" % package in done.stdout
     # the plan counts the reset the values may need, and nothing was installed or set
     assert result["plan"]["tool_missing"] and result["plan"]["disruption"]
-    assert "skipping: [localhost]" in done.stdout.split("TASK [nic_config : Install the package of the firmware tool]")[1] \
+    assert "skipping: [localhost]" in done.stdout.split("TASK [gpudirect_nic_config : Install the package of the firmware tool]")[1] \
         .split("TASK [")[0]
     assert toolless_node.params() == before
 
 
 def test_missing_tool_without_the_install_knob_fails_naming_the_package(toolless_node):
     before = toolless_node.params()
-    done, _result = toolless_node.play({"nic_config_profiles": ["gpudirect"], "nic_config_install_tool": False})
+    done, _result = toolless_node.play({"gpudirect_nic_config_profiles": ["gpudirect"], "gpudirect_nic_config_install_tool": False})
     assert done.returncode != 0
     assert "is not installed: install package mft (NVIDIA Firmware Tools) (mlxconfig) or package mstflint " \
            "(mstconfig)" in done.stdout, done.stdout
-    assert "(nic_config_install_tool is false: the role installs nothing)" in done.stdout
+    assert "(gpudirect_nic_config_install_tool is false: the role installs nothing)" in done.stdout
     assert toolless_node.params() == before

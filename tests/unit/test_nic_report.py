@@ -3,7 +3,7 @@
 The data is what the project's own code produces from published tool outputs, never hand-written
 plan dicts where the module can make them:
 
-* the card's query: library/gpudirect_nic_config.py run (check mode, as roles/nic_config/tasks/plan.yml
+* the card's query: library/gpudirect_nic_config.py run (check mode, as roles/gpudirect_nic_config/tasks/plan.yml
   runs it) against an mstconfig that prints a capture of tests/fixtures/nic_config/ (sources in its
   README.md): the ConnectX-4 three-column table of NVIDIA's nic-configuration-operator tests
   (MEMIC_SIZE_LIMIT: Current _256KB(1), Next Boot DISABLED(0)) and the ConnectX-6 Dx mstconfig dump
@@ -67,7 +67,7 @@ def fixture_tool(tmp_path, monkeypatch):
 
 
 def plan_record(result, wanted=True):
-    """nic_config_plan as roles/nic_config/tasks/plan.yml records it from the module's result (the
+    """gpudirect_nic_config_plan as roles/gpudirect_nic_config/tasks/plan.yml records it from the module's result (the
     keys the filters read; the play test below checks the role's record itself)."""
     return {"wanted": wanted, "devices": result.get("devices", []), "changes": result.get("changes", []),
             "unsupported": result.get("unsupported", []), "tool_missing": result.get("tool_missing", ""),
@@ -117,7 +117,7 @@ def test_each_managed_parameter_with_current_next_boot_and_a_marker(cx4):
 def test_lines_mark_what_differs_and_what_the_card_lacks(cx4):
     facts, plan = cx4
     lines = report.gpudirect_nic_firmware_lines(facts, plan)
-    assert lines[0] == "  NIC firmware: configuration read by nic_config; 2 parameter(s) differ from the knobs"
+    assert lines[0] == "  NIC firmware: configuration read by gpudirect_nic_config; 2 parameter(s) differ from the knobs"
     assert lines[1] == "    %s mlx5_0,mlx5_1 ConnectX4 fw 28.40.1000" % CX
     line = dict((l.split()[0], l) for l in lines[2:])
     assert "current _256KB(1)" in line["MEMIC_SIZE_LIMIT"] and "next boot DISABLED(0)" in line["MEMIC_SIZE_LIMIT"]
@@ -167,8 +167,8 @@ def test_truncated_capture_never_reaches_the_report(tmp_path, fixture_tool, run_
 def test_not_configured_says_so_and_still_shows_the_firmware_version(tmp_path, wanted):
     facts = facts_of(tree_with(tmp_path, CX, "28.40.1000"))
     lines = report.gpudirect_nic_firmware_lines(facts, {"wanted": wanted, "devices": [], "tool_missing": ""})
-    assert lines[0].startswith("  NIC firmware: configuration not read (not configured): nic_config_profiles "
-                               "and nic_config_params are empty")
+    assert lines[0].startswith("  NIC firmware: configuration not read (not configured): gpudirect_nic_config_profiles "
+                               "and gpudirect_nic_config_params are empty")
     assert lines[1:] == ["    %s mlx5_0,mlx5_1  fw 28.40.1000" % CX]
 
 
@@ -199,12 +199,12 @@ def test_absent_plan_says_it_was_not_read(tmp_path):
     # the verify role's report on the lent H100 node (no plan pass in that run) printed
     # "configuration not read (not read)" before this label
     title = report.gpudirect_nic_firmware_lines(facts_of(tree_with(tmp_path / "again", CX, "28.40.1000")), None)[0]
-    assert title.startswith("  NIC firmware: configuration not read (no plan in this run): the nic_config plan")
+    assert title.startswith("  NIC firmware: configuration not read (no plan in this run): the gpudirect_nic_config plan")
 
 
 @pytest.mark.parametrize("plan, words", [
-    ("planned", "must be the nic_config_plan fact"),
-    ({"devices": []}, "must be the nic_config_plan fact"),
+    ("planned", "must be the gpudirect_nic_config_plan fact"),
+    ({"devices": []}, "must be the gpudirect_nic_config_plan fact"),
     ({"wanted": True, "devices": "0000:17:00.0"}, "devices must be a list"),
     ({"wanted": True, "devices": [{"functions": [CX]}]}, "has no pci address"),
     ({"wanted": True, "devices": [{"pci": CX, "to_set": [{"wanted": "1"}], "in_place": []}]}, "without a param"),
@@ -235,29 +235,29 @@ def test_preflight_table_has_the_section_only_when_given_the_plan(cx4):
 # ------------------------------------------------------------------ the roles' Jinja
 
 PLAY = """---
-- name: The nic_config plan and the report's NIC firmware section on a fake node
+- name: The gpudirect_nic_config plan and the report's NIC firmware section on a fake node
   hosts: localhost
   connection: local
   gather_facts: false
   vars:
-    nic_config_sysfs_root: %(root)s
+    gpudirect_nic_config_sysfs_root: %(root)s
   tasks:
     - name: Facts as the preflight gathers them
       gpudirect_facts:
         root: %(root)s
         nvidia_smi: false
         kernel_log: false
-    - name: The nic_config plan, as the nic_config stage leaves it
+    - name: The gpudirect_nic_config plan, as the gpudirect_nic_config stage leaves it
       ansible.builtin.include_role:
-        name: nic_config
+        name: gpudirect_nic_config
         tasks_from: plan
-    - name: The verify role's report tasks (they read nic_config_plan as the run left it)
+    - name: The verify role's report tasks (they read gpudirect_nic_config_plan as the run left it)
       ansible.builtin.include_role:
         name: gpudirect_verify
         tasks_from: report
     - name: Show the plan
       ansible.builtin.debug:
-        msg: "RESULT {{ nic_config_plan | to_json }}"
+        msg: "RESULT {{ gpudirect_nic_config_plan | to_json }}"
 """
 
 
@@ -269,7 +269,7 @@ def test_verify_report_writes_the_section_from_the_roles_plan(tmp_path, fixture_
     reports = tmp_path / "reports"
     done = play_on_localhost(tmp_path, PLAY % {"root": tree.root}, {
         "__gpudirect_verify_record": record, "gpudirect_verify_report_dir": str(reports),
-        "nic_config_params": {"MEMIC_SIZE_LIMIT": 0, "LINK_TYPE_P1": "ETH"}},
+        "gpudirect_nic_config_params": {"MEMIC_SIZE_LIMIT": 0, "LINK_TYPE_P1": "ETH"}},
         env_extra={"PATH": "%s:%s" % (tmp_path / "fixture-bin", SYSTEM_PATH)})
     assert done.returncode == 0, done.stdout[-3000:]
     found = [l for l in done.stdout.splitlines() if '"msg": "RESULT ' in l]
@@ -283,7 +283,7 @@ def test_verify_report_writes_the_section_from_the_roles_plan(tmp_path, fixture_
     page = (reports / "localhost.md").read_text()
     assert page.startswith(verify.gpudirect_verify_report_md(record).rstrip("\n") + "\n\n## NIC firmware\n\n```\n")
     body = page.split("```\n")[1]
-    assert body.splitlines()[0] == ("NIC firmware: configuration read by nic_config; 1 parameter(s) differ from "
+    assert body.splitlines()[0] == ("NIC firmware: configuration read by gpudirect_nic_config; 1 parameter(s) differ from "
                                     "the knobs")
     assert "DIFFERS from the knobs: running value" in body and "NOT EXPOSED by this card" in body
     assert page.endswith("\n```\n")
@@ -298,16 +298,16 @@ PREFLIGHT = """---
     gpudirect_facts:
       root: %(root)s
   vars:
-    nic_config_sysfs_root: %(root)s
+    gpudirect_nic_config_sysfs_root: %(root)s
   roles:
     - role: gpudirect_preflight
 """
 
 
 @pytest.mark.parametrize("extra, first", [
-    ({"nic_config_profiles": ["gpudirect"]},
-     "NIC firmware: configuration read by nic_config; 2 parameter(s) differ from the knobs"),
-    ({}, "NIC firmware: configuration not read (not configured): nic_config_profiles and nic_config_params are "
+    ({"gpudirect_nic_config_profiles": ["gpudirect"]},
+     "NIC firmware: configuration read by gpudirect_nic_config; 2 parameter(s) differ from the knobs"),
+    ({}, "NIC firmware: configuration not read (not configured): gpudirect_nic_config_profiles and gpudirect_nic_config_params are "
          "empty"),
 ])
 def test_preflight_table_shows_the_section_from_the_roles_plan(tmp_path, fixture_tool, extra, first):

@@ -1,4 +1,4 @@
-"""The nvidia_driver plan: module_utils/gpudirect_nvidia.py (flavour, branch), module_utils/gpudirect_nvidia_plan.py
+"""The gpudirect_nvidia_driver plan: module_utils/gpudirect_nvidia.py (flavour, branch), module_utils/gpudirect_nvidia_plan.py
 (probe and decision) and library/gpudirect_plan_nvidia_driver.py, on real captures.
 
 Captures: the lent GPU nodes, H200 (tests/fixtures/gpu_node/h200 and its capture/) and H100
@@ -89,12 +89,12 @@ def test_flavor_auto(ids, flavor):
 def test_flavor_no_gpu_uses_fallback():
     out = nv.choose_flavor([], "auto", "proprietary")
     assert out["flavor"] == "proprietary"
-    assert "nvidia_driver_flavor_fallback" in out["reasons"][0]
+    assert "gpudirect_nvidia_driver_flavor_fallback" in out["reasons"][0]
     assert nv.choose_flavor([], "auto", "open")["flavor"] == "open"
 
 
 def test_flavor_unknown_id_is_refused_not_guessed():
-    with pytest.raises(nv.NvidiaDecisionError, match="0x1d99.*nvidia_driver_gpu_support.*set nvidia_driver_flavor: open"):
+    with pytest.raises(nv.NvidiaDecisionError, match="0x1d99.*gpudirect_nvidia_driver_gpu_support.*set gpudirect_nvidia_driver_flavor: open"):
         nv.choose_flavor([gpu("0x1d99")], "auto", "open")
 
 
@@ -104,9 +104,9 @@ def test_flavor_explicit():
 
 
 @pytest.mark.parametrize("ids,requested,needle", [
-    (["0x2901"], "proprietary", "nvidia_driver_flavor: proprietary"),
+    (["0x2901"], "proprietary", "gpudirect_nvidia_driver_flavor: proprietary"),
     (["0x2342"], "proprietary", "Grace Hopper, Blackwell and later"),
-    (["0x1db4"], "open", "nvidia_driver_flavor: open"),
+    (["0x1db4"], "open", "gpudirect_nvidia_driver_flavor: open"),
     (["0x2901", "0x1db4"], "auto", "no driver flavour"),
 ])
 def test_flavor_refused(ids, requested, needle):
@@ -115,9 +115,9 @@ def test_flavor_refused(ids, requested, needle):
 
 
 def test_flavor_bad_values():
-    with pytest.raises(nv.NvidiaDecisionError, match="nvidia_driver_flavor must"):
+    with pytest.raises(nv.NvidiaDecisionError, match="gpudirect_nvidia_driver_flavor must"):
         nv.choose_flavor([], "closed")
-    with pytest.raises(nv.NvidiaDecisionError, match="nvidia_driver_flavor_fallback"):
+    with pytest.raises(nv.NvidiaDecisionError, match="gpudirect_nvidia_driver_flavor_fallback"):
         nv.choose_flavor([], "auto", "auto")
 
 
@@ -221,12 +221,12 @@ def test_refusal_names_both_and_the_fix():
     for needle in ("driver 580.159.04 (open) is installed outside the package manager",
                    "wanted: 570.86.15 (proprietary)", "branch 580 installed, 570 wanted",
                    "flavour open installed, proprietary wanted", "nvidia-uninstall",
-                   "nvidia_driver_branch: '580'", "nvidia_driver_version: '580.159.04' (or '')",
-                   "nvidia_driver_flavor: open"):
+                   "gpudirect_nvidia_driver_branch: '580'", "gpudirect_nvidia_driver_version: '580.159.04' (or '')",
+                   "gpudirect_nvidia_driver_flavor: open"):
         assert needle in out["message"], needle
     # a knob that already matches is not suggested
     out = plan.driver_action(found(module=dict(FOREIGN_580_OPEN, flavor="proprietary")), "580", "", "open")
-    assert "nvidia_driver_branch" not in out["message"] and "nvidia_driver_flavor: proprietary" in out["message"]
+    assert "gpudirect_nvidia_driver_branch" not in out["message"] and "gpudirect_nvidia_driver_flavor: proprietary" in out["message"]
 
 
 def test_other_package_refusal_says_which_package():
@@ -309,11 +309,11 @@ def test_malformed_driver_text_fails(node, needle):
 
 
 @pytest.mark.parametrize("opts,needle", [
-    ({"version": "570.86.15"}, "nvidia_driver_version 570.86.15 is not a version of nvidia_driver_branch 580"),
-    ({"version": "580"}, r"nvidia_driver_version: NVIDIA driver version: '580'"),
-    ({"branch": "58O"}, "nvidia_driver_branch must be a three-digit"),
-    ({"flavor": "proprietary", "gpus": [gpu("0x2901")]}, "nvidia_driver_flavor: proprietary is not supported"),
-    ({"fabricmanager": "maybe"}, "nvidia_driver_fabricmanager must be auto, true or false"),
+    ({"version": "570.86.15"}, "gpudirect_nvidia_driver_version 570.86.15 is not a version of gpudirect_nvidia_driver_branch 580"),
+    ({"version": "580"}, r"gpudirect_nvidia_driver_version: NVIDIA driver version: '580'"),
+    ({"branch": "58O"}, "gpudirect_nvidia_driver_branch must be a three-digit"),
+    ({"flavor": "proprietary", "gpus": [gpu("0x2901")]}, "gpudirect_nvidia_driver_flavor: proprietary is not supported"),
+    ({"fabricmanager": "maybe"}, "gpudirect_nvidia_driver_fabricmanager must be auto, true or false"),
 ])
 def test_bad_options_fail_naming_the_knob(opts, needle):
     with pytest.raises(plan.PlanError, match=needle):
@@ -326,7 +326,7 @@ def test_unreadable_package_version_fails():
 
 
 def test_unknown_bridge_fails_under_auto():
-    with pytest.raises(plan.PlanError, match="0x2b00 at 0000:0a:00.0.*nvidia_driver_fabricmanager: true"):
+    with pytest.raises(plan.PlanError, match="0x2b00 at 0000:0a:00.0.*gpudirect_nvidia_driver_fabricmanager: true"):
         plan.decide(found(nvswitches=[{"device_id": "0x2b00", "address": "0000:0a:00.0"}]), options())
 
 
@@ -377,7 +377,7 @@ def test_ofed_change_rebuilds_and_reloads():
     assert not out["rebuild"] and out["disruption"] == [] and out["changes"] == ["hold nvidia-kernel-open-dkms"]
     assert plan.decide(converged, options(hold=False))["changes"] == []
     assert plan.decide(converged, options(ofed_changed=True))["rebuild_reason"] == \
-        "the mlnx_ofed stage changed OFED in this run"
+        "the gpudirect_mlnx_ofed stage changed OFED in this run"
     assert not plan.decide(base, options(rebuild_on_ofed_change=False))["rebuild"]
 
 
@@ -443,7 +443,7 @@ def test_module_refuses_another_branch_with_the_fix(run_module, on_host, h100):
 def test_module_fails_on_malformed_proc_text(run_module, on_host):
     on_host(sim.gpu_node(proc="NVRM version: garbled\n", sys_version=""))
     out = run_module(module, {"branch": "580", "os_family": "Debian"})
-    assert out["failed"] and out["msg"].startswith("nvidia_driver: /proc/driver/nvidia/version:")
+    assert out["failed"] and out["msg"].startswith("gpudirect_nvidia_driver: /proc/driver/nvidia/version:")
 
 
 def test_module_host_runs_commands_in_list_form():

@@ -76,13 +76,13 @@ def test_unknown_bridge_id_fails_naming_id_address_and_knob():
     with pytest.raises(nv.NvidiaDecisionError) as err:
         nv.fabricmanager_plan([bridge("0x2b00", "0000:0a:00.0")], "auto")
     message = str(err.value)
-    assert "0x2b00 at 0000:0a:00.0" in message and "nvidia_driver_fabricmanager: true" in message
+    assert "0x2b00 at 0000:0a:00.0" in message and "gpudirect_nvidia_driver_fabricmanager: true" in message
 
 
 @pytest.mark.parametrize("knob,wanted", [(True, True), ("true", True), (False, False), ("False", False)])
 def test_knob_overrides_detection(knob, wanted):
     out = nv.fabricmanager_plan([bridge("0x2b00", "0000:0a:00.0")], knob)
-    assert out["wanted"] is wanted and "nvidia_driver_fabricmanager is" in out["reason"]
+    assert out["wanted"] is wanted and "gpudirect_nvidia_driver_fabricmanager is" in out["reason"]
 
 
 def test_bad_knob():

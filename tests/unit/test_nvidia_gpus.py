@@ -50,7 +50,7 @@ def test_pre_turing_datacentre_gpus_get_the_proprietary_modules(device_id):
 
 @pytest.mark.parametrize("device_id", ["0x1db7", "0x1dbd", "0x1431", "0x13f3"])
 def test_open_request_refused_on_pre_turing_ids(device_id):
-    with pytest.raises(nv.NvidiaDecisionError, match="%s.*nvidia_driver_flavor: proprietary" % device_id):
+    with pytest.raises(nv.NvidiaDecisionError, match="%s.*gpudirect_nvidia_driver_flavor: proprietary" % device_id):
         nv.choose_flavor([gpu(device_id, "0000:3b:00.0")], "open")
 
 
@@ -80,16 +80,16 @@ def test_gh200_refuses_proprietary_naming_the_knob(device_id):
     with pytest.raises(nv.NvidiaDecisionError) as err:
         nv.choose_flavor([gpu(device_id, "0009:01:00.0")], "proprietary")
     message = str(err.value)
-    assert "nvidia_driver_flavor: proprietary is not supported" in message
+    assert "gpudirect_nvidia_driver_flavor: proprietary is not supported" in message
     assert "%s (" % device_id in message and "GH200" in message and "at 0009:01:00.0" in message
-    assert "set nvidia_driver_flavor: open" in message
+    assert "set gpudirect_nvidia_driver_flavor: open" in message
     assert nv.choose_flavor([gpu(device_id)], "auto")["flavor"] == "open"
 
 
 @pytest.mark.parametrize("device_id, first", [("0x2342", 535), ("0x2345", 535), ("0x2348", 565)])
 def test_gh200_first_branches(device_id, first):
     # 0x2342 and 0x2348 first named by the open modules' table at 535.288.01 / 565.77; 0x2345 by hand (LATER_GPUS)
-    with pytest.raises(nv.NvidiaDecisionError, match="nvidia_driver_branch 525 .*%s.*needs branch %d" % (device_id, first)):
+    with pytest.raises(nv.NvidiaDecisionError, match="gpudirect_nvidia_driver_branch 525 .*%s.*needs branch %d" % (device_id, first)):
         nv.check_branch("525", [gpu(device_id)])
     assert nv.check_branch(str(first), [gpu(device_id)])["branch"] == str(first)
 
@@ -99,8 +99,8 @@ def test_unknown_id_fails_naming_id_address_and_knobs():
         nv.choose_flavor([gpu("0x2bff", "0000:17:00.0")], "auto", "open")
     message = str(err.value)
     assert "0x2bff (unknown id) at 0000:17:00.0" in message
-    assert "nvidia_driver_gpu_support: {'0x2bff': {flavors: open}}" in message
-    assert "set nvidia_driver_flavor: open" in message
+    assert "gpudirect_nvidia_driver_gpu_support: {'0x2bff': {flavors: open}}" in message
+    assert "set gpudirect_nvidia_driver_flavor: open" in message
     assert "0x2bff) are Blackwell or later" in message
 
 
@@ -109,8 +109,8 @@ def test_unknown_id_never_gets_the_proprietary_modules(device_id):
     with pytest.raises(nv.NvidiaDecisionError) as err:
         nv.choose_flavor([gpu(device_id, "0000:17:00.0")], "proprietary")
     message = str(err.value)
-    assert "nvidia_driver_flavor: proprietary cannot be planned for %s (unknown id)" % device_id in message
-    assert "nvidia_driver_gpu_support" in message
+    assert "gpudirect_nvidia_driver_flavor: proprietary cannot be planned for %s (unknown id)" % device_id in message
+    assert "gpudirect_nvidia_driver_gpu_support" in message
 
 
 def test_unknown_id_with_open_is_the_admins_choice():
@@ -124,14 +124,14 @@ def test_declared_id_decides_flavour_and_branch():
     support = {"0x1234": {"flavors": "proprietary", "first_branch": "570", "name": "future board"}}
     out = nv.choose_flavor([gpu("0x1234")], "auto", support=support)
     assert out["flavor"] == "proprietary"
-    assert "declared in nvidia_driver_gpu_support: 0x1234" in out["reasons"]
+    assert "declared in gpudirect_nvidia_driver_gpu_support: 0x1234" in out["reasons"]
     with pytest.raises(nv.NvidiaDecisionError, match=r"0x1234 \(future board\) needs branch 570"):
         nv.check_branch("565", [gpu("0x1234")], support=support)
     assert nv.choose_flavor([gpu("0x2bff")], "auto", support={"0x2BFF": "open"})["flavor"] == "open"
 
 
 @pytest.mark.parametrize("value, match", [
-    ({"0x2bff": {"flavors": "either"}}, r"nvidia_driver_gpu_support\[0x2bff\].flavors either: ids from 0x2900"),
+    ({"0x2bff": {"flavors": "either"}}, r"gpudirect_nvidia_driver_gpu_support\[0x2bff\].flavors either: ids from 0x2900"),
     ({"0x2bff": {"flavors": "proprietary"}}, "declare flavors: open"),
     ({"gpu0": {"flavors": "open"}}, "'gpu0' is not a PCI device id"),
     ({"0x1234": {"flavors": "both"}}, "must be open, either or proprietary, got 'both'"),
@@ -160,7 +160,7 @@ def test_blackwell_ids_are_open_only_from_their_first_branch(device_id):
     with pytest.raises(nv.NvidiaDecisionError) as err:
         nv.choose_flavor([gpu(device_id, "0000:1b:00.0")], "proprietary")
     assert "%s (%s) at 0000:1b:00.0" % (device_id, name) in str(err.value)
-    assert "set nvidia_driver_flavor: open" in str(err.value)
+    assert "set gpudirect_nvidia_driver_flavor: open" in str(err.value)
     with pytest.raises(nv.NvidiaDecisionError, match="needs branch %d" % first):
         nv.check_branch(str(first - 5), [gpu(device_id)])
     assert nv.check_branch("590", [gpu(device_id)])["branch"] == "590"

@@ -1,5 +1,5 @@
 """NVLink fabric services (fabric manager, NVLSM, IMEX) and nvidia module options
-(module_utils/gpudirect_nvlink_plan.py, and the nvidia_driver plan that uses it).
+(module_utils/gpudirect_nvlink_plan.py, and the gpudirect_nvidia_driver plan that uses it).
 
 Sources of the facts the decisions rest on:
 - NVSwitch 3/4 ids: lspci of HGX A100/H100 (tests/unit/test_nvidia_fabricmanager.py names them).
@@ -89,7 +89,7 @@ def test_gb300_tray_gets_imex():
 def test_gh200_function_is_a_gpu_and_imex_needs_the_knob():
     out = fp.fabric_plan([{"device_id": "0x2342", "address": "0009:01:00.0"}], [], gpus("0x2342", 1))
     assert out["generation"] == "none" and not out["fabricmanager"]["wanted"]
-    assert not out["imex"]["wanted"] and "nvidia_driver_imex: true" in out["imex"]["reason"]
+    assert not out["imex"]["wanted"] and "gpudirect_nvidia_driver_imex: true" in out["imex"]["reason"]
     assert fp.fabric_plan([], [], gpus("0x2342", 1), imex="true")["imex"]["wanted"]
 
 
@@ -102,8 +102,8 @@ def test_knobs_override_auto():
     assert fp.fabric_plan([], [], [], fabricmanager=True)["fabricmanager"]["wanted"]
 
 
-@pytest.mark.parametrize("knob,arg", [("nvidia_driver_fabricmanager", "fabricmanager"),
-                                      ("nvidia_driver_nvlsm", "nvlsm"), ("nvidia_driver_imex", "imex")])
+@pytest.mark.parametrize("knob,arg", [("gpudirect_nvidia_driver_fabricmanager", "fabricmanager"),
+                                      ("gpudirect_nvidia_driver_nvlsm", "nvlsm"), ("gpudirect_nvidia_driver_imex", "imex")])
 def test_bad_knob_fails_naming_it(knob, arg):
     with pytest.raises(nv.NvidiaDecisionError, match="%s must be auto, true or false, got 'sometimes'" % knob):
         fp.fabric_plan([], [], [], **{arg: "sometimes"})
@@ -209,7 +209,7 @@ def test_imex_ctl_of_a_gb200_nvl72():
     assert fp.imex_verdict(status) == {"ok": True, "problems": []}
     expected = [n["address"] for n in status["nodes"]]
     assert fp.imex_verdict(status, expected)["ok"]
-    assert "differ from nvidia_driver_imex_nodes" in fp.imex_verdict(status, expected[:17])["problems"][0]
+    assert "differ from gpudirect_nvidia_driver_imex_nodes" in fp.imex_verdict(status, expected[:17])["problems"][0]
 
 
 def test_imex_ctl_of_two_gh200_without_versions():
@@ -352,7 +352,7 @@ def test_no_options_and_no_file_is_converged():
 
 
 def test_bad_fabric_knobs_fail_the_plan_naming_them():
-    with pytest.raises(plan.PlanError, match="nvidia_driver_imex_nodes"):
+    with pytest.raises(plan.PlanError, match="gpudirect_nvidia_driver_imex_nodes"):
         plan.decide(plan.probe(sim.gpu_node().plan_host(), "580"), options(imex_nodes="10.0.0.1"))
-    with pytest.raises(plan.PlanError, match="nvidia_driver_module_options"):
+    with pytest.raises(plan.PlanError, match="gpudirect_nvidia_driver_module_options"):
         plan.decide(plan.probe(sim.gpu_node().plan_host(), "580"), options(module_options={"Foo": 1}))

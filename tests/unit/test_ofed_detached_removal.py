@@ -1,4 +1,4 @@
-"""mlnx_ofed's removal of the OFED stack in the way, detached (issue #13, outcome 4): with
+"""gpudirect_mlnx_ofed's removal of the OFED stack in the way, detached (issue #13, outcome 4): with
 the controller's connection over a ConnectX netdev and the override knob on, the plan's
 connection_guard.detach_removal runs the uninstaller in the background on the node, then
 waits for the connection and collects its result, so a removal that resets the netdev
@@ -19,13 +19,13 @@ PLAY = """\
 
     - name: Remove
       ansible.builtin.include_role:
-        name: mlnx_ofed
+        name: gpudirect_mlnx_ofed
         tasks_from: remove
 """
 
 
 def _plan(uninstaller, detach):
-    return {"mlnx_ofed_plan": {"release_holds": [], "uninstaller": str(uninstaller), "remove_packages": [],
+    return {"gpudirect_mlnx_ofed_plan": {"release_holds": [], "uninstaller": str(uninstaller), "remove_packages": [],
                                "connection_guard": {"detach_removal": detach}}}
 
 
@@ -58,4 +58,4 @@ def test_without_the_override_the_removal_runs_in_the_foreground(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (tmp_path / "ran").read_text().strip() == "--force"
     assert "Wait for the connection to come back" not in proc.stdout
-    assert "TASK [mlnx_ofed : Run the OFED uninstaller] ***" in proc.stdout
+    assert "TASK [gpudirect_mlnx_ofed : Run the OFED uninstaller] ***" in proc.stdout

@@ -328,7 +328,7 @@ def test_disabled_refuses_unknown_bridges_and_writes_nothing(tmp_path, state, ch
     for address, needle in UNKNOWN_REASONS.items():
         assert "%s (10b5:8747): %s" % (address, needle) in error.msg
     assert "Nothing was written to any bridge" in error.msg
-    assert "pcie_acs_exclude: [0000:05:00.0, 0000:06:00.0, 0000:07:00.0, 0000:08:00.0]" in error.msg
+    assert "gpudirect_pcie_acs_exclude: [0000:05:00.0, 0000:06:00.0, 0000:07:00.0, 0000:08:00.0]" in error.msg
     assert "MMCONFIG/ECAM" in error.msg and "gone, or failing" in error.msg and "list is corrupt" in error.msg
     assert [u["address"] for u in error.details["unknown_bridges"]] == sorted(UNKNOWN_REASONS)
 
@@ -764,10 +764,10 @@ def test_result_has_no_reserved_skipped_key(tmp_path, monkeypatch, run_module):
 
 
 # ---------------------------------------------------------------------------
-# the boot-time applier (roles/pcie_acs/files/gpudirect-pcie-acs) with a setpci stand-in
+# the boot-time applier (roles/gpudirect_pcie_acs/files/gpudirect-pcie-acs) with a setpci stand-in
 # ---------------------------------------------------------------------------
 
-BOOT_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "pcie_acs", "files", "gpudirect-pcie-acs")
+BOOT_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "gpudirect_pcie_acs", "files", "gpudirect-pcie-acs")
 MODULE_UTILS = os.path.join(os.path.dirname(__file__), "..", "..", "module_utils")
 
 # Behaves like pciutils' setpci for "-s BDF -d VVVV:DDDD ECAP_ACS+0x6.w[=VALUE]" on the fake
@@ -857,7 +857,7 @@ def test_boot_script_refuses_everything_when_ids_at_an_address_differ(tmp_path):
     assert rc == 1 and snapshot(tree) == before and writes(calls) == []
     assert ("<3>gpudirect-pcie-acs: 0000:02:08.0: expected the bridge 10b5:9999, found 10b5:8747 class 0x060400 "
             "at that address") in out
-    assert "refusing to write ACS on any bridge" in out and "Re-run the Ansible role pcie_acs" in out
+    assert "refusing to write ACS on any bridge" in out and "Re-run the Ansible role gpudirect_pcie_acs" in out
     assert "<3>gpudirect-pcie-acs: 1 problem(s) in" in out and "nothing was written" in out
 
 
@@ -945,9 +945,9 @@ def test_boot_script_matches_the_role_template(tmp_path):
     env.filters["comment"] = lambda text: "#\n# %s\n#" % text
     env.filters["regex_replace"] = lambda value, pattern, repl: __import__("re").sub(pattern, repl, value)
     text = env.get_template("pcie-acs.conf.j2").render(
-        ansible_managed="Ansible managed", __pcie_acs_script_path="/usr/local/sbin/gpudirect-pcie-acs",
-        __pcie_acs_unit_name="gpudirect-pcie-acs.service", pcie_acs_mode="plx", pcie_acs_include=[],
-        pcie_acs_exclude=[], pcie_acs_force=False, __pcie_acs_conf_bridges=result["bridges"])
+        ansible_managed="Ansible managed", __gpudirect_pcie_acs_script_path="/usr/local/sbin/gpudirect-pcie-acs",
+        __gpudirect_pcie_acs_unit_name="gpudirect-pcie-acs.service", gpudirect_pcie_acs_mode="plx", gpudirect_pcie_acs_include=[],
+        gpudirect_pcie_acs_exclude=[], gpudirect_pcie_acs_force=False, __gpudirect_pcie_acs_conf_bridges=result["bridges"])
     assert "0000:02:10.0 10b5:8747 pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0\n" in text
     assert "0000:41:00.0 1000:c030 pci0000:40/0000:40:02.0/0000:41:00.0\n" in text
     before = snapshot(tree)
@@ -983,7 +983,7 @@ def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
 
 
 # ---------------------------------------------------------------------------
-# plan sentences: changes and disruption (the role's pcie_acs_plan)
+# plan sentences: changes and disruption (the role's gpudirect_pcie_acs_plan)
 # ---------------------------------------------------------------------------
 
 BITS_5D = "SrcValid ReqRedir CmpltRedir UpstreamFwd DirectTrans"
@@ -1086,17 +1086,17 @@ def test_plan_on_the_real_h100_vm_capture_has_nothing_to_change(tmp_path, run_mo
 # ---------------------------------------------------------------------------
 
 ROLE_PLAY = """
-- name: The pcie_acs role on a fabricated tree
+- name: The gpudirect_pcie_acs role on a fabricated tree
   hosts: all
   gather_facts: false
   tasks:
     - name: Plan only, or the whole role
       ansible.builtin.include_role:
-        name: pcie_acs
+        name: gpudirect_pcie_acs
         tasks_from: "{{ what }}"
     - name: Keep the plan
       ansible.builtin.copy:
-        content: "{{ pcie_acs_plan | to_json }}"
+        content: "{{ gpudirect_pcie_acs_plan | to_json }}"
         dest: "{{ plan_out }}"
         mode: "0644"
       check_mode: false
@@ -1106,7 +1106,7 @@ ROLE_PLAY = """
 
 def _role(tmp_path, tree, what, *extra):
     """Run the role (``what``: plan or main) over a local connection on ``tree``, with the boot-time
-    unit's files under tmp_path; returns (rc, log, pcie_acs_plan)."""
+    unit's files under tmp_path; returns (rc, log, gpudirect_pcie_acs_plan)."""
     import json
     import subprocess
     import sys
@@ -1116,10 +1116,10 @@ def _role(tmp_path, tree, what, *extra):
     play.write_text(ROLE_PLAY)
     inventory.write_text("all:\n  hosts:\n    node:\n      ansible_connection: local\n"
                          "      ansible_python_interpreter: %s\n" % sys.executable)
-    extra_vars = {"what": what, "plan_out": str(plan_out), "__pcie_acs_root": tree.root,
-                  "__pcie_acs_conf_dir": str(etc), "__pcie_acs_conf_path": str(etc / "pcie-acs.conf"),
-                  "__pcie_acs_script_path": str(etc / "gpudirect-pcie-acs"),
-                  "__pcie_acs_unit_path": str(etc / "gpudirect-pcie-acs.service"),
+    extra_vars = {"what": what, "plan_out": str(plan_out), "__gpudirect_pcie_acs_root": tree.root,
+                  "__gpudirect_pcie_acs_conf_dir": str(etc), "__gpudirect_pcie_acs_conf_path": str(etc / "pcie-acs.conf"),
+                  "__gpudirect_pcie_acs_script_path": str(etc / "gpudirect-pcie-acs"),
+                  "__gpudirect_pcie_acs_unit_path": str(etc / "gpudirect-pcie-acs.service"),
                   "ansible_facts": {"os_family": "Debian", "kernel": "6.12.0"}}
     if plan_out.exists():
         plan_out.unlink()
@@ -1140,7 +1140,7 @@ def _recap(log):
 def test_role_plan_is_read_only_then_main_acts_on_it_and_converges(tmp_path):
     tree = server(tmp_path)
     before = snapshot(tree)
-    off = ["-e", '{"pcie_acs_persist": false}']
+    off = ["-e", '{"gpudirect_pcie_acs_persist": false}']
     rc, log, plan = _role(tmp_path, tree, "plan", *off)
     assert rc == 0, log
     assert _recap(log)["changed"] == 0 and snapshot(tree) == before  # planning wrote nothing

@@ -185,16 +185,16 @@ def test_every_name_the_readme_mentions_exists(doc):
 
 
 def test_the_documents_are_found():
-    assert "README.md" in DOCS and "roles/pcie_acs/README.md" in DOCS
+    assert "README.md" in DOCS and "roles/gpudirect_pcie_acs/README.md" in DOCS
     assert len([d for d in DOCS if d.startswith("roles/")]) >= 10
 
 
 @pytest.mark.parametrize("name", [
     "roles/no_such_role",
-    "roles/pcie_acs/handlers/no_such.yml",
+    "roles/gpudirect_pcie_acs/handlers/no_such.yml",
     "library/gpudirect_nothing.py",
-    "pcie_acs_no_such_knob",
-    "nvidia_driver_no_such_knob: true",
+    "gpudirect_pcie_acs_no_such_knob",
+    "gpudirect_nvidia_driver_no_such_knob: true",
     "gpudirect_no_such_module",
     "tests/harness/no_such_dir/",
     "gpudirect_rolling_no_such_setting",
@@ -204,9 +204,9 @@ def test_a_wrong_name_is_caught(name):
 
 
 @pytest.mark.parametrize("name", [
-    "roles/pcie_acs", "roles/pcie_acs/tasks/kernel_param.yml", "library/", "site.yml",
-    "pcie_acs_mode: gpu_nic_path", "gpudirect_state_skip_unchanged=false", "gpudirect_loopback",
-    "pcie_acs", "nvidia_driver_plan", "gpudirect_reboot_reasons", "playbooks/*.yml",
+    "roles/gpudirect_pcie_acs", "roles/gpudirect_pcie_acs/tasks/kernel_param.yml", "library/", "site.yml",
+    "gpudirect_pcie_acs_mode: gpu_nic_path", "gpudirect_state_skip_unchanged=false", "gpudirect_loopback",
+    "gpudirect_pcie_acs", "gpudirect_nvidia_driver_plan", "gpudirect_reboot_reasons", "playbooks/*.yml",
     "ansible_facts.gpudirect.pairs", "rdma_rxe",
 ])
 def test_a_right_name_passes(name):

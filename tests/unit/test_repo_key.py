@@ -18,7 +18,7 @@ from conftest import PROJECT_FIXTURES
 KEYS = os.path.join(PROJECT_FIXTURES, "openpgp")
 A = "8E06DC4651F9081E0059621FE9AEE882C1904D23"
 B = "B9397609B837E3643B916468665F7BF46C358BA2"
-# NVIDIA's published CUDA repository key fingerprints (roles/nvidia_driver/defaults/main.yml)
+# NVIDIA's published CUDA repository key fingerprints (roles/gpudirect_nvidia_driver/defaults/main.yml)
 CUDA_DEB = "EB693B3035CD5710E231E123A4B469963BF863CC"
 
 
@@ -62,8 +62,8 @@ def test_normalise_accepts_grouped_fingerprints():
 
 def _args(tmp_path, key="key-a-ed25519.asc", fingerprints=(A,), **extra):
     args = {"url": "file://" + os.path.join(KEYS, key), "dest": str(tmp_path / "keyrings" / "vendor.asc"),
-            "fingerprints": list(fingerprints), "knob": "mlnx_ofed_repo_key_fingerprints",
-            "url_knob": "mlnx_ofed_repo_key_url", "http_knob": "mlnx_ofed_allow_insecure_http"}
+            "fingerprints": list(fingerprints), "knob": "gpudirect_mlnx_ofed_repo_key_fingerprints",
+            "url_knob": "gpudirect_mlnx_ofed_repo_key_url", "http_knob": "gpudirect_mlnx_ofed_allow_insecure_http"}
     args.update(extra)
     return args
 
@@ -71,7 +71,7 @@ def _args(tmp_path, key="key-a-ed25519.asc", fingerprints=(A,), **extra):
 def test_wrong_fingerprint_writes_nothing(run_module, tmp_path):
     result = run_module(gpudirect_repo_key, _args(tmp_path, fingerprints=[CUDA_DEB]))
     assert result["failed"] and not (tmp_path / "keyrings").exists()
-    assert A in result["msg"] and "mlnx_ofed_repo_key_fingerprints" in result["msg"]
+    assert A in result["msg"] and "gpudirect_mlnx_ofed_repo_key_fingerprints" in result["msg"]
     assert "nothing was installed" in result["msg"]
 
 
@@ -109,7 +109,7 @@ def test_check_mode_reports_and_writes_nothing(run_module, tmp_path):
 
 def test_plain_http_needs_the_knob(run_module, tmp_path):
     result = run_module(gpudirect_repo_key, _args(tmp_path, url="http://127.0.0.1:9/key.asc"))
-    assert result["failed"] and "mlnx_ofed_allow_insecure_http: true" in result["msg"]
+    assert result["failed"] and "gpudirect_mlnx_ofed_allow_insecure_http: true" in result["msg"]
 
 
 def test_short_key_id_is_not_a_pin(run_module, tmp_path):

@@ -115,7 +115,7 @@ GOOD = [
     ("tests/harness/gpu_node/run.sh", "cd \"$(dirname \"${BASH_SOURCE[0]}\")/../../..\""),
     ("tests/harness/standin_repo/build.sh", "repo_root=$(cd \"$here/../../..\" && pwd)"),
     ("tests/unit/x.py", "F = os.path.join(ROOT, \"tests\", \"fixtures\", \"gpu_node\", \"h200\", \"capture\")"),
-    ("tests/unit/x.py", "extra: {host_prereqs_limits_file: /etc/security/limits.d/../../passwd.conf}"),
+    ("tests/unit/x.py", "extra: {gpudirect_host_prereqs_limits_file: /etc/security/limits.d/../../passwd.conf}"),
     ("tests/unit/x.py", "shared by both lanes; the shared input rules"),
     ("tests/unit/x.py", "vm = Path(__file__).resolve().parent"),
 ]

@@ -28,46 +28,46 @@ def render(role, name, **overrides):
     "overrides, wanted",
     [
         # DOCA: the OFED version comes from the role's DOCA table
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "2.9.1"}, "24.10-1.1.4"),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "2.10.0"}, "25.01-0.6.0"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "2.9.1"}, "24.10-1.1.4"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "2.10.0"}, "25.01-0.6.0"),
         # releases after 3.0.0, each with its source in the role's vars/main.yml
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "2.9.3"}, "24.10-3.2.5"),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.1.0"}, "25.07-0.9.7"),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.2.0"}, "25.10-1.2.8"),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.2.1"}, "25.10-1.7.1"),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.2.2"}, "25.10-2.4.1"),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.3.0"}, "26.01-1.0.0"),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.4.0"}, "26.04-0.8.6"),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.4.1"}, "26.04-1.1.0"),
-        # not in the table: empty, which validate.yml turns into a message naming mlnx_ofed_version
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "9.9.9"}, ""),
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.5.0"}, ""),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "2.9.3"}, "24.10-3.2.5"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.1.0"}, "25.07-0.9.7"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.2.0"}, "25.10-1.2.8"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.2.1"}, "25.10-1.7.1"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.2.2"}, "25.10-2.4.1"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.3.0"}, "26.01-1.0.0"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.4.0"}, "26.04-0.8.6"),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.4.1"}, "26.04-1.1.0"),
+        # not in the table: empty, which validate.yml turns into a message naming gpudirect_mlnx_ofed_version
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "9.9.9"}, ""),
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.5.0"}, ""),
         # stated explicitly: wins over the table
-        ({"mlnx_ofed_method": "doca", "mlnx_ofed_doca_version": "3.5.0", "mlnx_ofed_version": "26.07-0.7.7"},
+        ({"gpudirect_mlnx_ofed_method": "doca", "gpudirect_mlnx_ofed_doca_version": "3.5.0", "gpudirect_mlnx_ofed_version": "26.07-0.7.7"},
          "26.07-0.7.7"),
         # tarball or ISO: from the file name NVIDIA gives it
-        ({"mlnx_ofed_method": "mlnx_ofed_tarball",
-          "mlnx_ofed_tarball_src": "http://mirror.example/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64.tgz"},
+        ({"gpudirect_mlnx_ofed_method": "mlnx_ofed_tarball",
+          "gpudirect_mlnx_ofed_tarball_src": "http://mirror.example/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64.tgz"},
          "24.10-1.1.4.0"),
-        ({"mlnx_ofed_method": "mlnx_ofed_tarball",
-          "mlnx_ofed_tarball_src": "/srv/iso/MLNX_OFED_LINUX-23.10-3.2.2.0-rhel9.4-x86_64.iso"},
+        ({"gpudirect_mlnx_ofed_method": "mlnx_ofed_tarball",
+          "gpudirect_mlnx_ofed_tarball_src": "/srv/iso/MLNX_OFED_LINUX-23.10-3.2.2.0-rhel9.4-x86_64.iso"},
          "23.10-3.2.2.0"),
         # a name without the version: empty, which the role's check turns into a message
-        ({"mlnx_ofed_method": "mlnx_ofed_tarball", "mlnx_ofed_tarball_src": "http://mirror.example/ofed.tgz"}, ""),
+        ({"gpudirect_mlnx_ofed_method": "mlnx_ofed_tarball", "gpudirect_mlnx_ofed_tarball_src": "http://mirror.example/ofed.tgz"}, ""),
         # set explicitly: wins over both
-        ({"mlnx_ofed_method": "mlnx_ofed_tarball", "mlnx_ofed_version": "24.04-0.7.0.0",
-          "mlnx_ofed_tarball_src": "http://mirror.example/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64.tgz"},
+        ({"gpudirect_mlnx_ofed_method": "mlnx_ofed_tarball", "gpudirect_mlnx_ofed_version": "24.04-0.7.0.0",
+          "gpudirect_mlnx_ofed_tarball_src": "http://mirror.example/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64.tgz"},
          "24.04-0.7.0.0"),
-        ({"mlnx_ofed_method": "inbox"}, ""),
+        ({"gpudirect_mlnx_ofed_method": "inbox"}, ""),
     ],
 )
 def test_mlnx_ofed_wanted_version(overrides, wanted):
-    assert render("mlnx_ofed", "__mlnx_ofed_wanted_version", **overrides) == wanted
+    assert render("gpudirect_mlnx_ofed", "__gpudirect_mlnx_ofed_wanted_version", **overrides) == wanted
 
 
 def test_mlnx_ofed_tarball_tree_drops_the_extension():
-    tree = render("mlnx_ofed", "__mlnx_ofed_tree",
-                  mlnx_ofed_tarball_src="http://m/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64.tgz")
+    tree = render("gpudirect_mlnx_ofed", "__gpudirect_mlnx_ofed_tree",
+                  gpudirect_mlnx_ofed_tarball_src="http://m/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64.tgz")
     assert tree.endswith("/MLNX_OFED_LINUX-24.10-1.1.4.0-debian12.5-x86_64"), tree
 
 
@@ -85,10 +85,10 @@ NODE = {"x86_64": {"architecture": "x86_64"}, "aarch64": {"architecture": "aarch
 ])
 def test_cuda_repository_directory_per_architecture(machine, wanted):
     facts = dict(NODE[machine], os_family="Debian")
-    url = render("nvidia_driver", "__nvidia_driver_repo_url", ansible_facts=facts, __nvidia_driver_distro="ubuntu2404")
+    url = render("gpudirect_nvidia_driver", "__gpudirect_nvidia_driver_repo_url", ansible_facts=facts, __gpudirect_nvidia_driver_distro="ubuntu2404")
     assert url.strip() == wanted
-    key = render("nvidia_driver", "__nvidia_driver_key_url", ansible_facts=facts, __nvidia_driver_distro="ubuntu2404",
-                 __nvidia_driver_key_id="3bf863cc")
+    key = render("gpudirect_nvidia_driver", "__gpudirect_nvidia_driver_key_url", ansible_facts=facts, __gpudirect_nvidia_driver_distro="ubuntu2404",
+                 __gpudirect_nvidia_driver_key_id="3bf863cc")
     assert key == wanted + "3bf863cc.pub"
 
 
@@ -98,18 +98,18 @@ def test_cuda_repository_directory_per_architecture(machine, wanted):
     ("aarch64", "rhel9.4", "https://linux.mellanox.com/public/repo/doca/2.9.1/rhel9.4/arm64-sbsa/"),
 ])
 def test_doca_repository_directory_per_architecture(machine, distro, wanted):
-    url = render("mlnx_ofed", "__mlnx_ofed_repo_url", ansible_facts=NODE[machine], __mlnx_ofed_distro=distro)
+    url = render("gpudirect_mlnx_ofed", "__gpudirect_mlnx_ofed_repo_url", ansible_facts=NODE[machine], __gpudirect_mlnx_ofed_distro=distro)
     assert url.strip() == wanted
 
 
 def test_unknown_architecture_renders_no_directory_and_the_knob_overrides():
     facts = {"architecture": "ppc64le"}
-    assert render("nvidia_driver", "__nvidia_driver_repo_arch", ansible_facts=facts).strip() == ""
-    assert render("mlnx_ofed", "__mlnx_ofed_repo_arch", ansible_facts=facts).strip() == ""
-    assert render("nvidia_driver", "__nvidia_driver_repo_arch", ansible_facts=facts,
-                  nvidia_driver_repo_arch="ppc64le").strip() == "ppc64le"
-    assert render("mlnx_ofed", "__mlnx_ofed_repo_url", ansible_facts=facts, __mlnx_ofed_distro="rhel9.4",
-                  mlnx_ofed_repo_arch="ppc64le").strip().endswith("/rhel9.4/ppc64le/")
+    assert render("gpudirect_nvidia_driver", "__gpudirect_nvidia_driver_repo_arch", ansible_facts=facts).strip() == ""
+    assert render("gpudirect_mlnx_ofed", "__gpudirect_mlnx_ofed_repo_arch", ansible_facts=facts).strip() == ""
+    assert render("gpudirect_nvidia_driver", "__gpudirect_nvidia_driver_repo_arch", ansible_facts=facts,
+                  gpudirect_nvidia_driver_repo_arch="ppc64le").strip() == "ppc64le"
+    assert render("gpudirect_mlnx_ofed", "__gpudirect_mlnx_ofed_repo_url", ansible_facts=facts, __gpudirect_mlnx_ofed_distro="rhel9.4",
+                  gpudirect_mlnx_ofed_repo_arch="ppc64le").strip().endswith("/rhel9.4/ppc64le/")
 
 
 # EL repository directories follow the DOCA release (tests/fixtures/doca/repo_layouts.yml has
@@ -127,27 +127,27 @@ def test_doca_el_directory_follows_the_release(machine, release, version, wanted
     major = version.split(".")[0]
     facts = dict(NODE[machine], os_family="RedHat", distribution="Rocky", distribution_version=version,
                  distribution_major_version=major)
-    el = DataLoader().load_from_file(os.path.join(ROOT, "roles", "mlnx_ofed", "vars", "RedHat-%s.yml" % major))
-    url = render("mlnx_ofed", "__mlnx_ofed_repo_url", ansible_facts=facts, mlnx_ofed_doca_version=release,
-                 __mlnx_ofed_distro=trust_as_template(el["__mlnx_ofed_distro"]))
+    el = DataLoader().load_from_file(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "vars", "RedHat-%s.yml" % major))
+    url = render("gpudirect_mlnx_ofed", "__gpudirect_mlnx_ofed_repo_url", ansible_facts=facts, gpudirect_mlnx_ofed_doca_version=release,
+                 __gpudirect_mlnx_ofed_distro=trust_as_template(el["__gpudirect_mlnx_ofed_distro"]))
     assert url.strip() == wanted
     # the override still wins
-    url = render("mlnx_ofed", "__mlnx_ofed_repo_url", ansible_facts=facts, mlnx_ofed_doca_version=release,
-                 __mlnx_ofed_distro=trust_as_template(el["__mlnx_ofed_distro"]), mlnx_ofed_repo_distro="rhel9.6")
+    url = render("gpudirect_mlnx_ofed", "__gpudirect_mlnx_ofed_repo_url", ansible_facts=facts, gpudirect_mlnx_ofed_doca_version=release,
+                 __gpudirect_mlnx_ofed_distro=trust_as_template(el["__gpudirect_mlnx_ofed_distro"]), gpudirect_mlnx_ofed_repo_distro="rhel9.6")
     assert url.strip().endswith("/%s/rhel9.6/%s/" % (release, url.strip().rstrip("/").rsplit("/", 1)[1]))
 
 
 def _validate_task(name):
-    tasks = DataLoader().load_from_file(os.path.join(ROOT, "roles", "mlnx_ofed", "tasks", "validate.yml"))
+    tasks = DataLoader().load_from_file(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "tasks", "validate.yml"))
     return next(t for t in tasks if t["name"] == name)
 
 
 @pytest.mark.parametrize("release, version, distro_override, wanted", [
     # a release the table does not know: the value and the knob that states the OFED version
-    ("3.5.0", "9.6", "", "mlnx_ofed_version: DOCA 3.5.0 is not in the role table"),
-    ("9.9.9", "9.6", "", "mlnx_ofed_version: DOCA 9.9.9 is not in the role table"),
-    # a release whose EL directory cannot be decided: the value and mlnx_ofed_repo_distro
-    ("latest", "9.6", "", 'no DOCA repository directory known for DOCA "latest" on Rocky 9.6; set mlnx_ofed_repo_distro'),
+    ("3.5.0", "9.6", "", "gpudirect_mlnx_ofed_version: DOCA 3.5.0 is not in the role table"),
+    ("9.9.9", "9.6", "", "gpudirect_mlnx_ofed_version: DOCA 9.9.9 is not in the role table"),
+    # a release whose EL directory cannot be decided: the value and gpudirect_mlnx_ofed_repo_distro
+    ("latest", "9.6", "", 'no DOCA repository directory known for DOCA "latest" on Rocky 9.6; set gpudirect_mlnx_ofed_repo_distro'),
 ])
 def test_unknown_doca_release_fails_naming_the_value_and_the_knob(release, version, distro_override, wanted):
     from ansible.plugins.loader import add_all_plugin_dirs
@@ -156,12 +156,12 @@ def test_unknown_doca_release_fails_naming_the_value_and_the_knob(release, versi
     major = version.split(".")[0]
     facts = dict(NODE["x86_64"], os_family="RedHat", distribution="Rocky", distribution_version=version,
                  distribution_major_version=major)
-    el = DataLoader().load_from_file(os.path.join(ROOT, "roles", "mlnx_ofed", "vars", "RedHat-%s.yml" % major))
+    el = DataLoader().load_from_file(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "vars", "RedHat-%s.yml" % major))
     loader = DataLoader()
     variables = {}
     for sub in ("defaults", "vars"):
-        variables.update(loader.load_from_file(os.path.join(ROOT, "roles", "mlnx_ofed", sub, "main.yml")))
-    variables.update(el, ansible_facts=facts, mlnx_ofed_doca_version=release, mlnx_ofed_repo_distro=distro_override)
+        variables.update(loader.load_from_file(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", sub, "main.yml")))
+    variables.update(el, ansible_facts=facts, gpudirect_mlnx_ofed_doca_version=release, gpudirect_mlnx_ofed_repo_distro=distro_override)
     trusted = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in variables.items()}
     templar = Templar(loader=loader, variables=trusted)
     results = [templar.template(trust_as_template("{{ %s }}" % cond)) for cond in task["ansible.builtin.assert"]["that"]]

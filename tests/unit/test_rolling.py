@@ -55,29 +55,29 @@ def test_each_disruption_names_its_role_in_stage_order():
     cmdline = {"changes": [], "disruption": ["reboot: the running kernel command line lacks iommu=pt"]}
     readdress = {"changes": ["ens1f0np0: replace 10.10.0.7/24, which RDMA connections on it use"],
                  "disruption": ["ens1f0np0: replace 10.10.0.7/24, which RDMA connections on it use (by 10.10.0.8/24)"]}
-    plans = {"nvidia_driver": DRIVER_RELOAD, "pcie_acs": CONVERGED, "nic_config": firmware,
-             "mlnx_ofed": OFED_UPGRADE, "gpudirect_peermem": CONVERGED, "host_prereqs": cmdline,
+    plans = {"gpudirect_nvidia_driver": DRIVER_RELOAD, "gpudirect_pcie_acs": CONVERGED, "gpudirect_nic_config": firmware,
+             "gpudirect_mlnx_ofed": OFED_UPGRADE, "gpudirect_peermem": CONVERGED, "gpudirect_host_prereqs": cmdline,
              "gpudirect_rdma_addresses": readdress,
              "gpudirect_roce_qos": {"changes": ["ens1f0np0 (mlx5_0 port 1): set trust dscp"],
                                     "disruption": ["ens1f0np0 (mlx5_0 port 1): trust dscp changes while the port "
                                                    "may carry traffic"]}}
     assert rolling.disruption(plans) == [
-        "host_prereqs: reboot: the running kernel command line lacks iommu=pt",
-        "mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0",
-        "nic_config: 0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=1",
+        "gpudirect_host_prereqs: reboot: the running kernel command line lacks iommu=pt",
+        "gpudirect_mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0",
+        "gpudirect_nic_config: 0000:17:00.0 (ConnectX7): firmware reset or reboot to load ATS_ENABLED=1",
         "gpudirect_rdma_addresses: ens1f0np0: replace 10.10.0.7/24, which RDMA connections on it use (by 10.10.0.8/24)",
         "gpudirect_roce_qos: ens1f0np0 (mlx5_0 port 1): trust dscp changes while the port may carry traffic",
-        "nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15",
+        "gpudirect_nvidia_driver: nvidia modules reload: 550.90.07 -> 570.86.15",
     ]
 
 
 def test_pending_and_os_reboot_reasons_disrupt():
     reasons = rolling.disruption(
         _all(),
-        ["host_prereqs: kernel command line lacks iommu=pt"],
+        ["gpudirect_host_prereqs: kernel command line lacks iommu=pt"],
         ["default boot kernel 6.1.0-56-amd64 differs from running 6.1.0-50-amd64"])
     assert reasons == [
-        "reboot requested: host_prereqs: kernel command line lacks iommu=pt",
+        "reboot requested: gpudirect_host_prereqs: kernel command line lacks iommu=pt",
         "reboot (operating system): default boot kernel 6.1.0-56-amd64 differs from running 6.1.0-50-amd64",
     ]
 
@@ -85,8 +85,8 @@ def test_pending_and_os_reboot_reasons_disrupt():
 def test_reboot_disruption_alone_for_the_gate_after_the_undrained_stages():
     assert rolling.reboot_disruption([], []) == []
     assert rolling.reboot_disruption(None, None) == []
-    assert rolling.reboot_disruption(["nvidia_driver: nouveau is loaded and now blacklisted (initramfs rebuilt)"], None) == [
-        "reboot requested: nvidia_driver: nouveau is loaded and now blacklisted (initramfs rebuilt)"]
+    assert rolling.reboot_disruption(["gpudirect_nvidia_driver: nouveau is loaded and now blacklisted (initramfs rebuilt)"], None) == [
+        "reboot requested: gpudirect_nvidia_driver: nouveau is loaded and now blacklisted (initramfs rebuilt)"]
     assert FILTERS["gpudirect_reboot_disruption"]([], ["/run/reboot-required exists (packages: libc6)"]) == [
         "reboot (operating system): /run/reboot-required exists (packages: libc6)"]
     with pytest.raises(AnsibleFilterError, match="the OS reboot reasons must be a list"):
@@ -99,26 +99,26 @@ def test_repeated_reasons_are_listed_once():
 
 def test_a_planned_role_that_registered_nothing_is_an_error_naming_it():
     plans = _all()
-    plans["pcie_acs"] = None
-    with pytest.raises(ValueError, match=r"pcie_acs_plan is missing: roles/pcie_acs/tasks/plan.yml must register"):
+    plans["gpudirect_pcie_acs"] = None
+    with pytest.raises(ValueError, match=r"gpudirect_pcie_acs_plan is missing: roles/gpudirect_pcie_acs/tasks/plan.yml must register"):
         rolling.disruption(plans)
 
 
 @pytest.mark.parametrize("plan, message", [
-    ({"changes": []}, "nvidia_driver_plan has no 'disruption' list"),
-    ({"changes": [], "disruption": "openibd restart"}, r"nvidia_driver_plan.disruption must be a list of sentences"),
-    ({"changes": [], "disruption": [""]}, r"nvidia_driver_plan.disruption\[0\] must be a non-empty sentence"),
-    ({"changes": [], "disruption": [3]}, r"nvidia_driver_plan.disruption\[0\] must be a non-empty sentence"),
-    ("yes", "nvidia_driver_plan is a str"),
+    ({"changes": []}, "gpudirect_nvidia_driver_plan has no 'disruption' list"),
+    ({"changes": [], "disruption": "openibd restart"}, r"gpudirect_nvidia_driver_plan.disruption must be a list of sentences"),
+    ({"changes": [], "disruption": [""]}, r"gpudirect_nvidia_driver_plan.disruption\[0\] must be a non-empty sentence"),
+    ({"changes": [], "disruption": [3]}, r"gpudirect_nvidia_driver_plan.disruption\[0\] must be a non-empty sentence"),
+    ("yes", "gpudirect_nvidia_driver_plan is a str"),
 ])
 def test_a_malformed_plan_is_an_error_not_a_silent_no(plan, message):
     with pytest.raises(ValueError, match=message):
-        rolling.disruption(_all(nvidia_driver=plan))
+        rolling.disruption(_all(gpudirect_nvidia_driver=plan))
 
 
 def test_a_plan_of_an_unknown_role_is_an_error():
-    with pytest.raises(ValueError, match="no plan is expected from os_release_pin"):
-        rolling.disruption(_all(os_release_pin=CONVERGED))
+    with pytest.raises(ValueError, match="no plan is expected from gpudirect_os_release_pin"):
+        rolling.disruption(_all(gpudirect_os_release_pin=CONVERGED))
 
 
 def test_a_planned_role_left_out_of_the_pass_is_an_error():
@@ -129,17 +129,17 @@ def test_a_planned_role_left_out_of_the_pass_is_an_error():
 
 
 def test_changes_name_their_role_in_stage_order():
-    plans = _all(gpudirect_peermem=PEERMEM_ENABLE, mlnx_ofed=OFED_UPGRADE)
+    plans = _all(gpudirect_peermem=PEERMEM_ENABLE, gpudirect_mlnx_ofed=OFED_UPGRADE)
     assert rolling.changes(plans) == [
-        "mlnx_ofed: install DOCA-OFED 25.01-0.6.0",
+        "gpudirect_mlnx_ofed: install DOCA-OFED 25.01-0.6.0",
         "gpudirect_peermem: enable gpudirect-nvidia-peermem.service",
     ]
     assert rolling.changes(_all()) == []
 
 
 def test_a_plan_without_changes_is_an_error():
-    with pytest.raises(ValueError, match="pcie_acs_plan has no 'changes' list"):
-        rolling.changes(_all(pcie_acs={"disruption": []}))
+    with pytest.raises(ValueError, match="gpudirect_pcie_acs_plan has no 'changes' list"):
+        rolling.changes(_all(gpudirect_pcie_acs={"disruption": []}))
 
 
 def test_the_plan_pass_plans_every_role_the_decision_expects():
@@ -159,7 +159,7 @@ def test_the_plan_pass_plans_every_role_the_decision_expects():
 
 def test_reboot_reasons_must_be_a_list():
     with pytest.raises(ValueError, match="gpudirect_reboot_reasons must be a list"):
-        rolling.disruption(_all(), "nvidia_driver: nouveau blacklisted")
+        rolling.disruption(_all(), "gpudirect_nvidia_driver: nouveau blacklisted")
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -234,19 +234,19 @@ def test_play_setting_refuses_nodes_that_disagree():
 def test_play_setting_checks_the_value_and_the_knob():
     with pytest.raises(ValueError, match="gpudirect_rolling_batch=0"):
         rolling.play_setting(["n1"], {"n1": {"gpudirect_rolling_batch": 0}}, "gpudirect_rolling_batch")
-    with pytest.raises(ValueError, match="'kernel_update_serial' is not a batch knob"):
-        rolling.play_setting(["n1"], {"n1": {}}, "kernel_update_serial")
+    with pytest.raises(ValueError, match="'gpudirect_kernel_update_serial' is not a batch knob"):
+        rolling.play_setting(["n1"], {"n1": {}}, "gpudirect_kernel_update_serial")
     with pytest.raises(ValueError, match="expected a list of host names"):
         rolling.play_setting("n1", {"n1": {}}, "gpudirect_rolling_batch")
 
 
 def test_filters_wrap_the_decisions_with_filter_errors():
-    assert FILTERS["gpudirect_plan_disruption"](_all(mlnx_ofed=OFED_UPGRADE), [], None) == [
-        "mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0"]
+    assert FILTERS["gpudirect_plan_disruption"](_all(gpudirect_mlnx_ofed=OFED_UPGRADE), [], None) == [
+        "gpudirect_mlnx_ofed: openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0"]
     assert FILTERS["gpudirect_rolling_setting"](["n1"], {"n1": {"gpudirect_rolling_batch": "4"}},
                                                 "gpudirect_rolling_batch") == 4
-    with pytest.raises(AnsibleFilterError, match="gpudirect_plan_disruption: mlnx_ofed_plan is missing"):
-        FILTERS["gpudirect_plan_disruption"](_all(mlnx_ofed=None))
+    with pytest.raises(AnsibleFilterError, match="gpudirect_plan_disruption: gpudirect_mlnx_ofed_plan is missing"):
+        FILTERS["gpudirect_plan_disruption"](_all(gpudirect_mlnx_ofed=None))
     with pytest.raises(AnsibleFilterError, match="gpudirect_rolling_setting: gpudirect_rolling_max_fail_percentage=101"):
         FILTERS["gpudirect_rolling_setting"](["n1"], {"n1": {"gpudirect_rolling_max_fail_percentage": 101}},
                                              "gpudirect_rolling_max_fail_percentage")

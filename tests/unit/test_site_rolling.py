@@ -97,8 +97,8 @@ def _project(tmp_path):
         "forget.yml": _log("forget"),
     })
     _role(root, "gpudirect_preflight", {"main.yml": _log("preflight")})
-    for name in ("host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_rdma_addresses", "gpudirect_roce_qos",
-                 "nvidia_driver", "gpudirect_peermem", "pcie_acs"):
+    for name in ("gpudirect_host_prereqs", "gpudirect_mlnx_ofed", "gpudirect_nic_config", "gpudirect_rdma_addresses", "gpudirect_roce_qos",
+                 "gpudirect_nvidia_driver", "gpudirect_peermem", "gpudirect_pcie_acs"):
         _role(root, name, {
             "plan.yml": _log("plan " + name) + textwrap.dedent("""\
                 - name: Register the plan
@@ -122,12 +122,12 @@ def _project(tmp_path):
                   when: stub_late_disrupt | default('') == '{name}'
                 """).format(name=name),
         })
-    for name in ("os_release_pin", "gpudirect_dkms"):
+    for name in ("gpudirect_os_release_pin", "gpudirect_dkms"):
         _role(root, name, {"main.yml": _log(name)})
-    _role(root, "host_prereqs", {"main.yml": _log("host_prereqs") + textwrap.dedent("""\
+    _role(root, "gpudirect_host_prereqs", {"main.yml": _log("gpudirect_host_prereqs") + textwrap.dedent("""\
         - name: Ask for a reboot, as the iommu=pt knob does
           ansible.builtin.set_fact:
-            gpudirect_reboot_reasons: ["host_prereqs: the running kernel lacks iommu=pt"]
+            gpudirect_reboot_reasons: ["gpudirect_host_prereqs: the running kernel lacks iommu=pt"]
           when: stub_stage_reboot | default(false)
         """)})
     _role(root, "gpudirect_reboot", {"main.yml": _log("reboot") + textwrap.dedent("""\
@@ -260,7 +260,7 @@ def project(tmp_path_factory):
 FLEET = {
     "n1": {"stub_unchanged": True},
     "n2": {"stub_changes": {"gpudirect_peermem": ["enable gpudirect-nvidia-peermem.service"]}},
-    "n3": {"stub_disrupt": {"mlnx_ofed": ["openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0"]}},
+    "n3": {"stub_disrupt": {"gpudirect_mlnx_ofed": ["openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0"]}},
     "n4": {"stub_os_reasons": ["/run/reboot-required exists (packages: libc6)"]},
 }
 
@@ -274,15 +274,15 @@ def test_unchanged_nodes_are_only_verified_and_disruptive_ones_rolled_one_at_a_t
     # the node's run lock from its first stage to its record (issue #13, outcome 6)
     n2 = _of(events, "n2")
     assert "drain" not in n2 and "reboot" not in n2
-    assert n2[n2.index("plan pcie_acs") + 1:n2.index("plan pcie_acs") + 3] == ["lock", "os_release_pin"]
+    assert n2[n2.index("plan gpudirect_pcie_acs") + 1:n2.index("plan gpudirect_pcie_acs") + 3] == ["lock", "gpudirect_os_release_pin"]
     assert n2.count("lock") == 1 and n2[-3:] == ["verify", "record", "unlock"]
-    assert "mlnx_ofed" in n2 and "pcie_acs" in n2
+    assert "gpudirect_mlnx_ofed" in n2 and "gpudirect_pcie_acs" in n2
     # disruptive: lock, drain, stages, reboot, verify, resume, record, unlock, in that order
     for node in ("n3", "n4"):
         mine = _of(events, node)
         staged = mine[mine.index("lock"):]
         assert staged[:2] == ["lock", "drain"], mine
-        assert staged.index("mlnx_ofed") < staged.index("pcie_acs") < staged.index("reboot") < staged.index("verify")
+        assert staged.index("gpudirect_mlnx_ofed") < staged.index("gpudirect_pcie_acs") < staged.index("reboot") < staged.index("verify")
         assert staged[staged.index("verify"):] == ["verify", "resume", "record", "unlock"]
     # batches of one, in the order of the node names: n4's batch starts after n3's ended
     order = [host + " " + event for host, event in events]
@@ -322,7 +322,7 @@ def test_a_batch_knob_lets_the_run_go_on_and_the_table_ends_it(project):
     assert events[-1] == ("report", "n3")
 
 
-@pytest.mark.parametrize("stage, failed", [("nvidia_driver", "stub nvidia_driver failed"),
+@pytest.mark.parametrize("stage, failed", [("gpudirect_nvidia_driver", "stub gpudirect_nvidia_driver failed"),
                                            ("verify", "stub verification failed")])
 def test_an_undrained_node_that_fails_releases_its_run_lock(project, stage, failed):
     fleet = dict(FLEET, n2=dict(FLEET["n2"], **({"stub_fail": stage} if stage != "verify" else {"stub_verify": "failed"})))
@@ -342,19 +342,19 @@ def test_an_undrained_node_that_fails_releases_its_run_lock(project, stage, fail
 
 
 def test_a_disruption_the_plan_pass_did_not_foresee_is_done_drained_in_the_rolling_play(project):
-    fleet = dict(FLEET, n2=dict(FLEET["n2"], stub_late_disrupt="nvidia_driver"))
+    fleet = dict(FLEET, n2=dict(FLEET["n2"], stub_late_disrupt="gpudirect_nvidia_driver"))
     proc, events = _run(project, fleet)
     assert proc.returncode == 0, proc.stdout[-3000:]
     n2 = _of(events, "n2")
     # the undrained stages end at the role that found it; nothing after it ran undrained
     undrained = n2[:n2.index("drain")]
-    assert undrained[-1] == "nvidia_driver" and "gpudirect_peermem" not in undrained and "verify" not in undrained
+    assert undrained[-1] == "gpudirect_nvidia_driver" and "gpudirect_peermem" not in undrained and "verify" not in undrained
     # then drained in its batch: every stage again, verified, resumed, recorded, one lock throughout
     rolled = n2[n2.index("drain"):]
-    assert rolled.index("mlnx_ofed") < rolled.index("nic_config") < rolled.index("nvidia_driver") \
+    assert rolled.index("gpudirect_mlnx_ofed") < rolled.index("gpudirect_nic_config") < rolled.index("gpudirect_nvidia_driver") \
         < rolled.index("gpudirect_peermem") < rolled.index("reboot") < rolled.index("verify")
     assert rolled[-3:] == ["resume", "record", "unlock"] and n2.count("lock") == 1
-    assert "n2: nvidia_driver would interrupt the node, which the read-only plan pass did not foresee" in proc.stdout
+    assert "n2: gpudirect_nvidia_driver would interrupt the node, which the read-only plan pass did not foresee" in proc.stdout
     # the other undrained node is not held up by it
     assert _of(events, "n1") == ["state_check", "verify"]
 
@@ -366,13 +366,13 @@ def test_a_node_whose_stage_asked_for_a_reboot_is_rebooted_only_in_the_rolling_p
     n2 = _of(events, "n2")
     first_verify = n2.index("verify")
     # its lock, taken by its first undrained stage, is held on into the rolling play
-    assert n2.index("lock") < n2.index("host_prereqs") < n2.index("drain") < n2.index("reboot") < first_verify
+    assert n2.index("lock") < n2.index("gpudirect_host_prereqs") < n2.index("drain") < n2.index("reboot") < first_verify
     assert n2.count("lock") == 1 and n2.count("verify") == 1 and n2[-3:] == ["resume", "record", "unlock"]
     assert "its stages asked for a reboot" in proc.stdout
     # its stages ran to their end undrained: the rolling play drains and reboots it without running them again
     rolled = n2[n2.index("drain"):]
-    assert not {"os_release_pin", "host_prereqs", "mlnx_ofed", "nvidia_driver", "gpudirect_peermem", "pcie_acs"} & set(rolled), rolled
-    assert n2.count("host_prereqs") == 1 and n2.count("nvidia_driver") == 1, n2
+    assert not {"gpudirect_os_release_pin", "gpudirect_host_prereqs", "gpudirect_mlnx_ofed", "gpudirect_nvidia_driver", "gpudirect_peermem", "gpudirect_pcie_acs"} & set(rolled), rolled
+    assert n2.count("gpudirect_host_prereqs") == 1 and n2.count("gpudirect_nvidia_driver") == 1, n2
     assert "n2: os_pin, drivers and pcie_acs ran to their end undrained earlier in this run" in proc.stdout
 
 
@@ -391,7 +391,7 @@ def test_a_bad_batch_knob_stops_the_run_before_any_stage(project, knob, value, m
 def test_a_canary_batch_list_rolls_one_node_then_the_rest_together(project):
     """issue #30: gpudirect_rolling_batch as a list, as Ansible's serial takes it: the first
     node alone (the canary), proven, then the others in one batch."""
-    fleet = dict(FLEET, n2={"stub_disrupt": {"nvidia_driver": ["driver reload: 570 -> 580"]}})
+    fleet = dict(FLEET, n2={"stub_disrupt": {"gpudirect_nvidia_driver": ["driver reload: 570 -> 580"]}})
     proc, events = _run(project, fleet, {"gpudirect_rolling_batch": "1,100%"})
     assert proc.returncode == 0, proc.stdout
     order = [host + " " + event for host, event in events]
@@ -406,17 +406,17 @@ def test_a_toolkit_change_of_one_stage_runs_only_that_stage(project):
     changed (roles/gpudirect_state puts it into gpudirect_skip_os_pin, _pcie_acs and _verify), the drivers stage
     and its roles' plans run; os_pin and pcie_acs (and pcie_acs's plan) leave it out; verification runs."""
     fleet = {"n1": {"stub_skip_stages": ["os_pin", "pcie_acs", "verify"],
-                    "stub_skip_roles": ["host_prereqs", "os_release_pin", "pcie_acs", "gpudirect_verify"]},
+                    "stub_skip_roles": ["gpudirect_host_prereqs", "gpudirect_os_release_pin", "gpudirect_pcie_acs", "gpudirect_verify"]},
              "n2": {"stub_unchanged": True}, "n3": {"stub_unchanged": True}, "n4": {"stub_unchanged": True}}
     proc, events = _run(project, fleet)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     n1 = _of(events, "n1")
-    assert [e for e in n1 if e.startswith("plan ")] == ["plan mlnx_ofed", "plan nic_config",
+    assert [e for e in n1 if e.startswith("plan ")] == ["plan gpudirect_mlnx_ofed", "plan gpudirect_nic_config",
                                                         "plan gpudirect_rdma_addresses", "plan gpudirect_roce_qos",
-                                                        "plan nvidia_driver",
+                                                        "plan gpudirect_nvidia_driver",
                                                         "plan gpudirect_peermem"]
-    assert "mlnx_ofed" in n1 and "nic_config" in n1 and "nvidia_driver" in n1 and "gpudirect_peermem" in n1 and "gpudirect_dkms" in n1
-    assert not {"os_release_pin", "host_prereqs", "pcie_acs", "drain", "reboot"} & set(n1)
+    assert "gpudirect_mlnx_ofed" in n1 and "gpudirect_nic_config" in n1 and "gpudirect_nvidia_driver" in n1 and "gpudirect_peermem" in n1 and "gpudirect_dkms" in n1
+    assert not {"gpudirect_os_release_pin", "gpudirect_host_prereqs", "gpudirect_pcie_acs", "drain", "reboot"} & set(n1)
     assert n1[-3:] == ["verify", "record", "unlock"]
 
 
@@ -425,14 +425,14 @@ def test_a_rolled_node_runs_only_the_stages_whose_inputs_changed(project):
     disrupts (a driver reload): rolled, drained, but os_pin and pcie_acs are left out there too, as
     in the undrained stage plays (gpudirect_skip_<stage>); the reboot and verification still run."""
     fleet = dict(FLEET, n2={"stub_skip_stages": ["os_pin", "pcie_acs", "verify"],
-                            "stub_skip_roles": ["host_prereqs", "os_release_pin", "pcie_acs", "gpudirect_verify"],
-                            "stub_disrupt": {"nvidia_driver": ["driver reload: 570 -> 580"]}})
+                            "stub_skip_roles": ["gpudirect_host_prereqs", "gpudirect_os_release_pin", "gpudirect_pcie_acs", "gpudirect_verify"],
+                            "stub_disrupt": {"gpudirect_nvidia_driver": ["driver reload: 570 -> 580"]}})
     proc, events = _run(project, fleet)
     assert proc.returncode == 0, proc.stdout[-3000:]
     n2 = _of(events, "n2")
     rolled = n2[n2.index("drain"):]
-    assert rolled.index("mlnx_ofed") < rolled.index("nvidia_driver") < rolled.index("gpudirect_peermem") \
+    assert rolled.index("gpudirect_mlnx_ofed") < rolled.index("gpudirect_nvidia_driver") < rolled.index("gpudirect_peermem") \
         < rolled.index("reboot") < rolled.index("verify"), rolled
-    assert not {"os_release_pin", "host_prereqs", "pcie_acs"} & set(n2), n2
+    assert not {"gpudirect_os_release_pin", "gpudirect_host_prereqs", "gpudirect_pcie_acs"} & set(n2), n2
     assert rolled[-3:] == ["resume", "record", "unlock"]
     assert "n2: the stages os_pin, pcie_acs are left out: the node matches its converged-state record" in proc.stdout

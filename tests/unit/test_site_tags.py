@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "filter_p
 from gpudirect_tags import STAGES, gpudirect_tags_left_out  # noqa: E402
 from test_site_rolling import FLEET, ROOT, _of, _project, _run  # noqa: E402
 
-INSTALL_EVENTS = {"os_release_pin", "host_prereqs", "mlnx_ofed", "nic_config", "gpudirect_rdma_addresses",
-                  "gpudirect_roce_qos", "nvidia_driver", "gpudirect_peermem", "gpudirect_dkms", "pcie_acs", "reboot", "drain", "resume", "record"}
+INSTALL_EVENTS = {"gpudirect_os_release_pin", "gpudirect_host_prereqs", "gpudirect_mlnx_ofed", "gpudirect_nic_config", "gpudirect_rdma_addresses",
+                  "gpudirect_roce_qos", "gpudirect_nvidia_driver", "gpudirect_peermem", "gpudirect_dkms", "gpudirect_pcie_acs", "reboot", "drain", "resume", "record"}
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +34,13 @@ def test_a_verify_run_verifies_installs_nothing_and_writes_no_record(project):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # said at the start, before any plan
     start = proc.stdout.index("This run's tags (--tags / --skip-tags) leave out the stage(s) os_pin, drivers, pcie_acs")
-    assert start < proc.stdout.index("plan mlnx_ofed")
+    assert start < proc.stdout.index("plan gpudirect_mlnx_ofed")
     # the nodes not rolled are verified; nothing is installed, drained or recorded
     for node in ("n1", "n2"):
         assert "verify" in _of(events, node), _of(events, node)
     assert not INSTALL_EVENTS & {event for _, event in events}, events
     # the plan pass still ran (it is what refuses an undrained disruption)
-    assert "plan mlnx_ofed" in _of(events, "n2")
+    assert "plan gpudirect_mlnx_ofed" in _of(events, "n2")
     # the record step says why it writes nothing
     assert ("n2: no converged-state record written: the run's tags (--tags / --skip-tags) left out the stage(s) "
             "os_pin, drivers, pcie_acs, so this run did not converge the node") in proc.stdout
@@ -52,8 +52,8 @@ def test_skipping_one_install_stage_runs_the_others_and_writes_no_record(project
     proc, events = _run(project, FLEET, args=["--skip-tags", "pcie_acs"])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     n2 = _of(events, "n2")
-    assert "nvidia_driver" in n2 and "os_release_pin" in n2 and "verify" in n2
-    assert "pcie_acs" not in n2 and "record" not in n2
+    assert "gpudirect_nvidia_driver" in n2 and "gpudirect_os_release_pin" in n2 and "verify" in n2
+    assert "gpudirect_pcie_acs" not in n2 and "record" not in n2
     # the run lock the first stage took is still released by the record play (tagged always)
     assert n2[-1] == "unlock"
     assert "left out the stage(s) pcie_acs, so this run did not converge the node" in proc.stdout

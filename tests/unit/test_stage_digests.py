@@ -36,10 +36,10 @@ def _touch(path):
 
 def test_each_stage_reaches_its_modules_and_their_module_utils():
     drivers = stage_files(ROOT, **STAGES["drivers"])
-    assert "roles/nvidia_driver/tasks/main.yml" in drivers and "library/gpudirect_plan_nvidia_driver.py" in drivers
+    assert "roles/gpudirect_nvidia_driver/tasks/main.yml" in drivers and "library/gpudirect_plan_nvidia_driver.py" in drivers
     # imported by gpudirect_nvidia_plan, which gpudirect_plan_nvidia_driver imports: reached transitively
     assert "module_utils/gpudirect_nvlink_plan.py" in drivers and "module_utils/gpudirect_nvidia_gpus.py" in drivers
-    assert "library/gpudirect_pcie_acs.py" not in drivers and not any(f.startswith("roles/pcie_acs/") for f in drivers)
+    assert "library/gpudirect_pcie_acs.py" not in drivers and not any(f.startswith("roles/gpudirect_pcie_acs/") for f in drivers)
     acs = stage_files(ROOT, **STAGES["pcie_acs"])
     assert "library/gpudirect_pcie_acs.py" in acs and "module_utils/gpudirect_rdma_topo.py" in acs
     assert "library/gpudirect_plan_nvidia_driver.py" not in acs
@@ -48,14 +48,14 @@ def test_each_stage_reaches_its_modules_and_their_module_utils():
 
 def test_a_change_in_one_role_changes_only_its_stage(toolkit):
     before = stage_digests({}, str(toolkit), STAGES)
-    _touch(str(toolkit / "roles" / "nvidia_driver" / "tasks" / "imex.yml"))
+    _touch(str(toolkit / "roles" / "gpudirect_nvidia_driver" / "tasks" / "imex.yml"))
     after = stage_digests({}, str(toolkit), STAGES)
     assert [s for s in STAGES if before[s] != after[s]] == ["drivers"]
     _touch(str(toolkit / "library" / "gpudirect_pcie_acs.py"))
     again = stage_digests({}, str(toolkit), STAGES)
     assert [s for s in STAGES if after[s] != again[s]] == ["pcie_acs"]
     # a README is documentation: no stage
-    _touch(str(toolkit / "roles" / "pcie_acs" / "README.md"))
+    _touch(str(toolkit / "roles" / "gpudirect_pcie_acs" / "README.md"))
     assert stage_digests({}, str(toolkit), STAGES) == again
 
 
@@ -68,10 +68,10 @@ def test_shared_module_utils_change_every_stage_that_reaches_them(toolkit):
 
 
 def test_variables_count_for_the_stage_of_their_role():
-    base = stage_digests({"nvidia_driver_branch": "580", "pcie_acs_direct_nic": "auto"}, ROOT, STAGES)
-    driver = stage_digests({"nvidia_driver_branch": "590", "pcie_acs_direct_nic": "auto"}, ROOT, STAGES)
+    base = stage_digests({"gpudirect_nvidia_driver_branch": "580", "gpudirect_pcie_acs_direct_nic": "auto"}, ROOT, STAGES)
+    driver = stage_digests({"gpudirect_nvidia_driver_branch": "590", "gpudirect_pcie_acs_direct_nic": "auto"}, ROOT, STAGES)
     assert [s for s in STAGES if base[s] != driver[s]] == ["drivers"]
-    shared = stage_digests({"nvidia_driver_branch": "580", "pcie_acs_direct_nic": "auto", "gpudirect_x": 1},
+    shared = stage_digests({"gpudirect_nvidia_driver_branch": "580", "gpudirect_pcie_acs_direct_nic": "auto", "gpudirect_x": 1},
                            ROOT, STAGES)
     assert all(base[s] != shared[s] for s in STAGES)
 

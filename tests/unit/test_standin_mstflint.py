@@ -1,5 +1,5 @@
 """The stand-in repository's mstflint (tests/harness/standin_repo/build.sh, src/mft/): the package
-that brings mstconfig, the tool of roles/nic_config, in every OFED repository the stand-in builds.
+that brings mstconfig, the tool of roles/gpudirect_nic_config, in every OFED repository the stand-in builds.
 
 What this proves: each DOCA-Host and MLNX_OFED tree lists mstflint at a version of the shape
 build.sh documents; the package installs /usr/bin/mstconfig and no mlxconfig (MFT's name, which the

@@ -7,7 +7,7 @@ What this proves:
   vars/Debian-12.yml, as a play renders them) are directories of the stand-in
   (``tests/harness/standin_repo/build.sh``): CUDA ``.../debian12/sbsa/``, DOCA
   ``.../<release>/debian12/arm64-sbsa/``. The apt source line and the driver pin are the
-  role's own task contents (``roles/nvidia_driver/tasks/setup-Debian.yml``), rendered.
+  role's own task contents (``roles/gpudirect_nvidia_driver/tasks/setup-Debian.yml``), rendered.
 - apt itself (no root, a private directory tree, ``APT::Architecture=arm64``) accepts those
   repositories' signatures with the stand-in's keys, and with the role's pin resolves the
   packages the roles install, at the driver version: the flavour's metapackages
@@ -92,7 +92,7 @@ def standin(tmp_path_factory):
 
 
 def setup_debian_task(name):
-    tasks = DataLoader().load_from_file(os.path.join(ROOT, "roles", "nvidia_driver", "tasks", "setup-Debian.yml"))
+    tasks = DataLoader().load_from_file(os.path.join(ROOT, "roles", "gpudirect_nvidia_driver", "tasks", "setup-Debian.yml"))
     return next(task for task in tasks if task.get("name") == name)
 
 
@@ -135,19 +135,19 @@ def configure(apt, standin, version, arch_facts=None):
     www, env = standin["www"], standin["env"]
     cuda_key = os.path.join(standin["root"], "keys", "cuda-archive-keyring.asc")
     doca_key = os.path.join(standin["root"], "keys", "doca-archive-keyring.asc")
-    nv, nv_vars = role_templar("nvidia_driver", nvidia_driver_repo_base_url="file://%s/compute/cuda/repos" % www,
-                               nvidia_driver_version=version, __nvidia_driver_keyring=cuda_key)
+    nv, nv_vars = role_templar("gpudirect_nvidia_driver", gpudirect_nvidia_driver_repo_base_url="file://%s/compute/cuda/repos" % www,
+                               gpudirect_nvidia_driver_version=version, __gpudirect_nvidia_driver_keyring=cuda_key)
     if arch_facts:
         nv_vars["ansible_facts"] = dict(FACTS, **arch_facts)
         nv = Templar(loader=DataLoader(), variables=nv_vars)
     items = {item["dest"]: item["content"] for item in setup_debian_task(
         "Add the CUDA repository and pin the driver branch")["loop"]}
-    cuda_url = render(nv, "{{ __nvidia_driver_repo_url | trim }}")
-    apt.write("etc/apt/sources.list.d/cuda.list", render(nv, items["{{ __nvidia_driver_apt_list }}"]))
-    apt.write("etc/apt/preferences.d/gpudirect-nvidia-driver", render(nv, items["{{ __nvidia_driver_apt_pin }}"]))
+    cuda_url = render(nv, "{{ __gpudirect_nvidia_driver_repo_url | trim }}")
+    apt.write("etc/apt/sources.list.d/cuda.list", render(nv, items["{{ __gpudirect_nvidia_driver_apt_list }}"]))
+    apt.write("etc/apt/preferences.d/gpudirect-nvidia-driver", render(nv, items["{{ __gpudirect_nvidia_driver_apt_pin }}"]))
 
-    ofed, _ = role_templar("mlnx_ofed", mlnx_ofed_repo_base_url="file://%s/public/repo/doca" % www)
-    doca_url = render(ofed, "{{ __mlnx_ofed_repo_url | trim }}")
+    ofed, _ = role_templar("gpudirect_mlnx_ofed", gpudirect_mlnx_ofed_repo_base_url="file://%s/public/repo/doca" % www)
+    doca_url = render(ofed, "{{ __gpudirect_mlnx_ofed_repo_url | trim }}")
     # the role's deb822_repository task: types deb, its URL, suite ./, signed-by the DOCA key
     apt.write("etc/apt/sources.list.d/doca.sources",
               "Types: deb\nURIs: %s\nSuites: ./\nSigned-By: %s\n" % (doca_url, doca_key))
@@ -158,7 +158,7 @@ def wanted_packages(ofed, flavor, version):
     branch = version.split(".")[0]
     nvidia = list(APT_PACKAGES[flavor]) + [fabricmanager_package(branch, "Debian", version)["spec"],
                                            imex_package(branch, "Debian", version)["spec"]] + list(NVLSM_PACKAGES)
-    doca = render(ofed, "{{ __mlnx_ofed_core_packages + [mlnx_ofed_profile] }}")
+    doca = render(ofed, "{{ __gpudirect_mlnx_ofed_core_packages + [gpudirect_mlnx_ofed_profile] }}")
     return nvidia, list(doca)
 
 
@@ -179,7 +179,7 @@ def test_aarch64_node_resolves_the_roles_packages_from_the_arm_trees(standin, tm
         www = "file://" + standin["www"] + "/"
         assert cuda_url == www + standin["env"]["STANDIN_CUDA_REPO_PATH_SBSA"], cuda_url
         assert doca_url == www + standin["env"]["STANDIN_DOCA_REPO_PATH_TEMPLATE_ARM64"].replace(
-            "{doca_version}", render(ofed, "{{ mlnx_ofed_doca_version }}")), doca_url
+            "{doca_version}", render(ofed, "{{ gpudirect_mlnx_ofed_doca_version }}")), doca_url
 
         update = apt.run("apt-get", "update")
         assert update.returncode == 0 and "W:" not in update.stdout + update.stderr, update.stdout + update.stderr

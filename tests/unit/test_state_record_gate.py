@@ -55,9 +55,9 @@ def test_no_record_when_verification_did_not_run(tmp_path):
 
 def test_a_pending_reboot_writes_no_record_even_after_a_pass(tmp_path):
     did, out = _record(tmp_path, gpudirect_verify_status="passed", gpudirect_reboot_pending=True,
-                        gpudirect_reboot_reasons=["nvidia_driver: nouveau blacklisted"])
+                        gpudirect_reboot_reasons=["gpudirect_nvidia_driver: nouveau blacklisted"])
     assert did == "skipping"
-    assert "a reboot is pending (nvidia_driver: nouveau blacklisted)" in out
+    assert "a reboot is pending (gpudirect_nvidia_driver: nouveau blacklisted)" in out
 
 
 def test_an_in_service_pass_renews_a_record_a_full_verification_began(tmp_path):

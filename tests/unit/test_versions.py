@@ -20,8 +20,8 @@ from conftest import PROJECT_FIXTURES, ROOT
 with open(os.path.join(PROJECT_FIXTURES, "vendor_strings", "versions.yml"), encoding="utf-8") as _handle:
     STRINGS = yaml.safe_load(_handle)
 
-with open(os.path.join(ROOT, "roles", "mlnx_ofed", "vars", "main.yml"), encoding="utf-8") as _handle:
-    DOCA_TABLE = yaml.safe_load(_handle)["__mlnx_ofed_doca_ofed_versions"]
+with open(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "vars", "main.yml"), encoding="utf-8") as _handle:
+    DOCA_TABLE = yaml.safe_load(_handle)["__gpudirect_mlnx_ofed_doca_ofed_versions"]
 
 
 def entries(section):
@@ -87,7 +87,7 @@ def test_driver_package_versions_give_the_driver_version():
 
 
 def test_driver_version_is_exact_for_nvidia_driver_version():
-    # nvidia_driver_version pins an exact version: numbers equal, leading zeros aside
+    # gpudirect_nvidia_driver_version pins an exact version: numbers equal, leading zeros aside
     assert nvplan._differences("580.95.05", "open", "580", "580.95.5", "open") == []
     assert nvplan._differences("580.95.05", "open", "580", "580.105.08", "open") == [
         "version 580.95.05 installed, 580.105.08 wanted"]
@@ -149,7 +149,7 @@ def test_empty_or_no_text_is_an_error(parser, text):
 
 
 def test_filters_turn_parser_errors_into_filter_errors_naming_the_knob():
-    with pytest.raises(nvplan.PlanError, match="nvidia_driver_version: .*'abc'"):
+    with pytest.raises(nvplan.PlanError, match="gpudirect_nvidia_driver_version: .*'abc'"):
         nvplan.decide({}, {"branch": "580", "version": "abc", "os_family": "Debian"})
 
 
@@ -166,7 +166,7 @@ def _load_probe(role, name):
 @entries("proc_driver_nvidia_version")
 def test_probes_read_proc_version_like_the_parser(entry, monkeypatch):
     """Without modinfo the version and flavour come from /proc/driver/nvidia/version alone:
-    the nvidia_driver plan reads it through gpudirect_versions; the peer-memory probe, copied
+    the gpudirect_nvidia_driver plan reads it through gpudirect_versions; the peer-memory probe, copied
     to the host alone (ansible.builtin.script), must read it the same way."""
     files = {"/proc/driver/nvidia/version": entry["text"], "/sys/module/nvidia/version": ""}
     host = sim.Host("6.8.0-90-generic", files=files).plan_host()

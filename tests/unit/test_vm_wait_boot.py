@@ -1,7 +1,7 @@
 """The VM harness waits for the guest's boot to be over, not only for sshd's first answer
 (tests/harness/vm/vm.py boot_finished, used by wait-ssh).
 
-Seen in the suite on 2026-11-27: kernel_update's node, booted from the saved disk,
+Seen in the suite on 2026-11-27: gpudirect_kernel_update's node, booted from the saved disk,
 answered `ssh true` 80 s after its start; 6 s later Ansible's first connection failed
 with "kex_exchange_identification: Connection closed by remote host" and the scenario
 stopped. The harness now also waits for `systemctl is-system-running --wait` and asks

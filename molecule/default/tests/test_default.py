@@ -52,7 +52,7 @@ def _plx_bridges(host):
 
 
 def test_acs_boot_unit_only_where_a_bridge_needs_it(host):
-    """pcie_acs installs its boot-time applier (and pciutils for it) only where a selected
+    """gpudirect_pcie_acs installs its boot-time applier (and pciutils for it) only where a selected
     bridge has ACS to clear; a node without one (this container's host, the GPU node) gets
     none, and the role says so."""
     unit = host.service("gpudirect-pcie-acs.service")
@@ -75,7 +75,7 @@ def test_acs_boot_unit_only_where_a_bridge_needs_it(host):
 
 def test_nic_config_left_the_profile_values_on_the_fake_card(host):
     """prepare.yml installed the stand-in repository's mstflint (its postinst enables the boot unit
-    that loads Next Boot as Current) and added a fake ConnectX-7; converge's nic_config set the
+    that loads Next Boot as Current) and added a fake ConnectX-7; converge's gpudirect_nic_config set the
     gpudirect profile for the card's next boot (nic_config_reset.yml checks the reset itself)."""
     if host.system_info.type == "linux" and host.exists("dpkg"):
         assert host.package("mstflint").is_installed

@@ -1,5 +1,5 @@
-"""Verify os_release_pin (absent state, against prepare's baseline and the
-snapshot taken while pinned) and host_prereqs (still applied) on the live node."""
+"""Verify gpudirect_os_release_pin (absent state, against prepare's baseline and the
+snapshot taken while pinned) and gpudirect_host_prereqs (still applied) on the live node."""
 
 import json
 import os
@@ -82,7 +82,7 @@ def test_kernel_packages_are_still_installed(host):
     assert host.package("linux-image-cloud-amd64").is_installed
 
 
-# --- host_prereqs, still applied ---------------------------------------------
+# --- gpudirect_host_prereqs, still applied ---------------------------------------------
 
 
 def test_limits_file(host):

@@ -156,7 +156,7 @@ PY
   check "in service: the report's verdict and its in_service check" $? 0 0
 fi
 
-# --- roles on the GPU node: nvidia_driver keeps the driver the image brought (no package,
+# --- roles on the GPU node: gpudirect_nvidia_driver keeps the driver the image brought (no package,
 # repository, headers, DKMS, holds or reload) and gpudirect_peermem picks dma-buf, changing
 # nothing: --check, then two real runs (roles-check.log, roles-run1.log, roles-run2.log);
 # then another branch with --check, refused before any change (roles-other-branch.log).
@@ -165,7 +165,7 @@ if want roles; then
   t0=$SECONDS; apj $H/roles.yml >"$OUT/roles-run1.log" 2>&1; check "roles run 1" $? 0 $((SECONDS - t0))
   t0=$SECONDS; apj $H/roles.yml >"$OUT/roles-run2.log" 2>&1; check "roles run 2" $? 0 $((SECONDS - t0))
   grep -qE "changed=0 " "$OUT/roles-run2.log" || check "roles run 2 changed nothing" 1 0 0
-  t0=$SECONDS; apj $H/roles.yml --check -e '{"nvidia_driver_branch": "570"}' >"$OUT/roles-other-branch.log" 2>&1
+  t0=$SECONDS; apj $H/roles.yml --check -e '{"gpudirect_nvidia_driver_branch": "570"}' >"$OUT/roles-other-branch.log" 2>&1
   check "roles --check, branch 570 wanted (refused before any change)" $? 2 $((SECONDS - t0))
   for log in roles-check roles-run1 roles-run2 roles-other-branch; do
     echo "== $log"

@@ -60,7 +60,7 @@ CUDA_VERSION_FOR_DRIVER=13.0
 # real outputs kept in tests/fixtures/gdrcopy/.
 GDRCOPY_VERSION=2.5.1
 GDRCOPY_FIXTURES="$repo_root/tests/fixtures/gdrcopy"
-# mstflint as the OFED repositories ship it (mstconfig, for roles/nic_config): upstream 4.16.1, the
+# mstflint as the OFED repositories ship it (mstconfig, for roles/gpudirect_nic_config): upstream 4.16.1, the
 # release "2.<OFED release digits>". Sources of the shape: MLNX_OFED 5.6-2.0.9.0's DEBS hold
 # mstflint_4.16.1-2.56209_amd64.deb (a public install note listing that folder), and the source
 # bundle MLNX_OFED_SRC-24.04-0.6.6.0 still carries SOURCES/mstflint_4.16.1.orig.tar.gz (a public
@@ -68,7 +68,7 @@ GDRCOPY_FIXTURES="$repo_root/tests/fixtures/gdrcopy"
 # shape; they were not checked against NVIDIA's repositories.
 MSTFLINT_UPSTREAM=4.16.1
 mstflint_version() { local d=${1//./}; echo "$MSTFLINT_UPSTREAM-2.${d//-/}"; }   # 24.10-1.1.4 -> 4.16.1-2.2410114
-# MFT (NVIDIA Firmware Tools, package mft: mlxconfig, for roles/nic_config) as the OFED repositories
+# MFT (NVIDIA Firmware Tools, package mft: mlxconfig, for roles/gpudirect_nic_config) as the OFED repositories
 # ship it next to mstflint, at the version NVIDIA pairs with the OFED release. Sources: the MFT
 # documentation's "Legal Notices and 3rd Party Licenses" pages list the bundle each MFT release goes
 # with: docs.nvidia.com/networking/display/mftv43011210lts/Legal+Notices+and+3rd+Party+Licenses
@@ -283,7 +283,7 @@ gen_key() {   # gen_key NAME UID -> prints full fingerprint
   gpg --batch --export "$fpr" > "$work/keys/$name-archive-keyring.gpg"
   gpg --batch --armor --export "$fpr" > "$work/keys/$name-archive-keyring.asc"
   # the fingerprint next to the key, for the test inventories' pinned-fingerprint knobs
-  # (mlnx_ofed_repo_key_fingerprints, nvidia_driver_repo_key_fingerprints)
+  # (gpudirect_mlnx_ofed_repo_key_fingerprints, gpudirect_nvidia_driver_repo_key_fingerprints)
   echo "$fpr" > "$work/keys/$name-archive-keyring.fpr"
   echo "$fpr"
 }
@@ -354,7 +354,7 @@ EOF
 Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
     "mlnx-ofed-kernel userland ($real): ofed_info, openibd"
 
-  # mstflint: mstconfig, the tool of roles/nic_config (src/mft/: NV configuration state per fake
+  # mstflint: mstconfig, the tool of roles/gpudirect_nic_config (src/mft/: NV configuration state per fake
   # card). Its boot unit is what a reboot does to the cards: Next Boot becomes Current.
   r=$(new_pkg mstflint "$(mstflint_version "$base")" amd64)
   mkdir -p "$r/usr/bin" "$r/lib/systemd/system"

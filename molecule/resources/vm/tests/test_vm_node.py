@@ -2,7 +2,7 @@
 
 Run by molecule's testinfra verifier in the one-node VM scenarios: in `rdma`
 after converge (which repaired a wrong-order install and switched OFED versions)
-and a power cycle; in `kernel_update` after the kernel update
+and a power cycle; in `gpudirect_kernel_update` after the kernel update
 (kernel_update.yml) and the site.yml run that follows it. Each command is one
 ssh round trip; under TCG those cost about a second, so the checks bundle their
 shell.
@@ -97,13 +97,13 @@ def test_ib_write_bw_loopback_moves_data(host, rxe_netdev):
 
 
 def test_acs_cleared_on_included_root_port(host, root_port):
-    """pcie_acs (via site.yml) clears ACS on the bridges it is told to; the
+    """gpudirect_pcie_acs (via site.yml) clears ACS on the bridges it is told to; the
     testbed's "firmware" sets it again at every boot, so after a reboot or
     power cycle this also proves the role's boot-time unit."""
     hv = host.ansible.get_variables()
-    include = ["0000:" + b if b.count(":") == 1 else b for b in hv.get("pcie_acs_include", [])]
-    if hv.get("pcie_acs_state", "disabled") != "disabled" or root_port not in include:
-        pytest.skip(f"{root_port} is not in pcie_acs_include with pcie_acs_state disabled")
+    include = ["0000:" + b if b.count(":") == 1 else b for b in hv.get("gpudirect_pcie_acs_include", [])]
+    if hv.get("gpudirect_pcie_acs_state", "disabled") != "disabled" or root_port not in include:
+        pytest.skip(f"{root_port} is not in gpudirect_pcie_acs_include with gpudirect_pcie_acs_state disabled")
     ctl = host.check_output("setpci -s %s ECAP_ACS+0x6.w", root_port)
     assert ctl == "0000", f"ACS Control on {root_port} is {ctl}, expected cleared"
 
@@ -115,7 +115,7 @@ def test_acs_boot_applier_refuses_an_address_whose_ids_differ(host, root_port):
     the real setpci; the script is run directly (as the verifier user, root), with a scratch list."""
     script = "/usr/local/sbin/gpudirect-pcie-acs"
     if not host.file(script).exists:
-        pytest.skip("the boot applier is not installed (pcie_acs_persist off?)")
+        pytest.skip("the boot applier is not installed (gpudirect_pcie_acs_persist off?)")
     res = host.run(
         "set -u; before=$(setpci -s %s ECAP_ACS+0x6.w); conf=$(mktemp); "
         "printf '%%s ffff:0001\\n' %s > \"$conf\"; %s \"$conf\"; rc=$?; rm -f \"$conf\"; "
@@ -135,15 +135,15 @@ DOCA_OFED = {"2.9.1": "OFED-internal-24.10-1.1.4.0.200:", "2.10.0": "OFED-intern
 
 
 def test_ofed_stack_installed_at_the_wanted_version_and_held(host):
-    """mlnx_ofed switched the hand-installed DOCA 2.9.1 to the inventory's version and holds it."""
-    doca = host.ansible.get_variables().get("mlnx_ofed_doca_version", "2.9.1")
+    """gpudirect_mlnx_ofed switched the hand-installed DOCA 2.9.1 to the inventory's version and holds it."""
+    doca = host.ansible.get_variables().get("gpudirect_mlnx_ofed_doca_version", "2.9.1")
     assert host.check_output("ofed_info -s") == DOCA_OFED[doca]
     held = host.check_output("apt-mark showhold").split()
     assert "doca-ofed" in held and "mlnx-ofed-kernel-dkms" in held
 
 
 def test_doca_repository_is_one_deb822_source_signed_by_the_checked_key(host):
-    """mlnx_ofed writes the repository with deb822_repository and removes the one-line list
+    """gpudirect_mlnx_ofed writes the repository with deb822_repository and removes the one-line list
     that check_in_vm.sh (and earlier releases of the role) wrote: one definition, signed-by."""
     assert not host.file("/etc/apt/sources.list.d/doca.list").exists
     sources = host.file("/etc/apt/sources.list.d/doca.sources").content_string
@@ -261,7 +261,7 @@ def _after_run_table(project, inventory, env, name):
 
 def test_after_run_table_has_no_finding_about_what_the_run_fixed(host, root_port):
     """Issue 19: after site.yml the final table still said "WARN memlock ... 257548288"
-    although host_prereqs had set unlimited: it read the limit of Ansible's own root
+    although gpudirect_host_prereqs had set unlimited: it read the limit of Ansible's own root
     session. The table must judge what jobs get (a new login, a new systemd unit),
     agree with those processes on the node, and carry no finding about what the run
     fixed: memlock, ACS on the included root port, a pending reboot."""
@@ -274,8 +274,8 @@ def test_after_run_table_has_no_finding_about_what_the_run_fixed(host, root_port
                                                            if l.startswith("  findings ")) + 1:]]
     checks = {f[1] for f in findings if len(f) > 1}
     assert "memlock" not in checks, text
-    include = ["0000:" + b if b.count(":") == 1 else b for b in hv.get("pcie_acs_include", [])]
-    if hv.get("pcie_acs_state", "disabled") == "disabled" and root_port in include:
+    include = ["0000:" + b if b.count(":") == 1 else b for b in hv.get("gpudirect_pcie_acs_include", [])]
+    if hv.get("gpudirect_pcie_acs_state", "disabled") == "disabled" and root_port in include:
         assert "acs" not in checks, text
     if hv.get("gpudirect_reboot_allowed", True):
         assert "kernel" not in checks and "REBOOT PENDING" not in text, text
@@ -316,11 +316,11 @@ def test_verification_module_bandwidth_close_to_perftest(host):
 
 def _gdrcopy_installed(host):
     if not host.package("gdrdrv-dkms").is_installed:
-        pytest.skip("gdrdrv-dkms not installed on this node (nvidia_driver_gdrcopy is false in this scenario)")
+        pytest.skip("gdrdrv-dkms not installed on this node (gpudirect_nvidia_driver_gdrcopy is false in this scenario)")
 
 
 def test_gdrdrv_built_after_nvidia_for_every_kernel_and_loaded(host):
-    """rdma sets nvidia_driver_gdrcopy: true: the stand-in gdrdrv-dkms is installed from the
+    """rdma sets gpudirect_nvidia_driver_gdrcopy: true: the stand-in gdrdrv-dkms is installed from the
     CUDA repository stand-in, held, built by DKMS after nvidia for every kernel that has both
     (the gpudirect_dkms chain), links against nvidia, and is loaded with /dev/gdrdrv."""
     _gdrcopy_installed(host)
