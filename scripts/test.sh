@@ -17,8 +17,8 @@
 #            private link)
 #   secureboot  Molecule scenario `secureboot`: the node rdma saved, booted
 #            through UEFI Secure Boot, a signed chain, MOK enrolment
-#   vm       rdma, then gpudirect_kernel_update, one after the other
-# gpudirect_kernel_update and secureboot wait for rdma to have saved its node in this suite
+#   vm       rdma, then kernel_update, one after the other
+# kernel_update and secureboot wait for rdma to have saved its node in this suite
 # when rdma runs in another lane, and start at once when run alone
 # (scripts/test.sh kernel_update).
 #
@@ -126,14 +126,14 @@ scenarios() {
 }
 stage_container() { scenarios default os_release_pin rolling; }
 stage_rdma() { scenarios rdma; }
-# gpudirect_kernel_update and secureboot start from the disk rdma saves right after its
+# kernel_update and secureboot start from the disk rdma saves right after its
 # idempotence step: in the default set each waits for that save in its own lane, while
 # rdma goes on with its later checks; alone (scripts/test.sh kernel_update) at once
 stage_kernel_update() { after_saved rdma rdma-converged && scenarios kernel_update; }
 # secureboot yields to kernel_update, the lane that ends the suite: both start at rdma's save
-# and each wants a core of the two. At equal priority (2026-11-28, 50fd24a) gpudirect_kernel_update
+# and each wants a core of the two. At equal priority (2026-11-28, 50fd24a) kernel_update
 # ended about 930 s after secureboot, alone on one core for that time; at nice 5 (its qemu
-# and molecule inherit it) secureboot gets about a third of gpudirect_kernel_update's share while both run.
+# and molecule inherit it) secureboot gets about a third of kernel_update's share while both run.
 stage_secureboot() { after_saved rdma rdma-converged && { renice -n 5 -p "$BASHPID" >/dev/null || true; scenarios secureboot; }; }
 # the VM chain one after the other: rdma first, the others start from the node it saves
 stage_vm() { scenarios rdma kernel_update; }
@@ -146,7 +146,7 @@ run_stages() {
   local s t0 r
   for s in "$@"; do
     if ! declare -F "stage_$s" >/dev/null; then
-      echo "=== $s: no such stage (static unit container pair rdma gpudirect_kernel_update secureboot vm)"
+      echo "=== $s: no such stage (static unit container pair rdma kernel_update secureboot vm)"
       echo "$s FAILED 0" >>"$results"; continue
     fi
     if [[ $s =~ ^(vm|rdma|kernel_update|pair|secureboot)$ && ! -d molecule/rdma ]]; then

@@ -80,7 +80,7 @@ def test_the_default_set_starts_kernel_update_in_its_own_lane_after_rdma_saves()
     the two VM scenarios overlap while rdma runs its later checks."""
     text = open(os.path.join(ROOT, "scripts", "test.sh")).read()
     assert 'stage_kernel_update() { after_saved rdma rdma-converged && scenarios kernel_update; }' in text
-    # secureboot, started at the same save, runs at nice 5: gpudirect_kernel_update ends the suite
+    # secureboot, started at the same save, runs at nice 5: kernel_update ends the suite
     assert ('stage_secureboot() { after_saved rdma rdma-converged && { renice -n 5 -p "$BASHPID" >/dev/null || true; '
             'scenarios secureboot; }; }') in text
     rdma_lane, ku_lane = text.index("  lane rdma rdma\n"), text.index("  lane kernel_update kernel_update\n")
