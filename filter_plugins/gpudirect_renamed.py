@@ -7,6 +7,8 @@
     while the new name is not set, and prints a deprecation warning per old name: the
     old and the new name and the release that stops taking the old one. Where both
     names are set, the new one wins: the old name only gets the warning, which says so.
+    Where the new name already holds the old one's value (an earlier entry point of the
+    run copied it), nothing is returned and the warning is the plain one.
     The table of renamed variables is plugin_utils/gpudirect_renamed.py.
 
 Each renamed role's entry points start with a task that sets the new names from this
@@ -44,7 +46,7 @@ def gpudirect_renamed_vars(variables, role):
     for entry in found:
         # one warning per message and run: Display keeps the deprecations it printed
         _DISPLAY.deprecated(entry["message"], version=_RENAMED.REMOVED_IN, collection_name="gpudirect.rdma")
-    return [{"old": e["old"], "new": e["new"], "value": e["value"]} for e in found if not e["both"]]
+    return [{"old": e["old"], "new": e["new"], "value": e["value"]} for e in found if not (e["both"] or e["taken"])]
 
 
 class FilterModule:

@@ -82,7 +82,10 @@ def renamed(variables, role):
     """``[{"old", "new", "value", "message"}, ...]`` for the renamed variables of ``role``
     (its new name) that ``variables`` (a node's host variables: inventory, extra vars,
     facts; not role defaults) sets under the old name. ``value`` is None (and the entry
-    only a warning) where the new name is set as well: the new name wins."""
+    only a warning) where the new name is set as well: the new name wins. ``taken`` is true
+    where the new name already holds the old one's value: an earlier entry point of the
+    run copied it (set_fact), or both are set alike; nothing is left to copy and nothing
+    is ignored."""
     if role not in RENAMED:
         raise ValueError("%s is not a renamed role (renamed roles: %s)" % (role, ", ".join(sorted(RENAMED))))
     if not hasattr(variables, "keys") or not hasattr(variables, "__getitem__"):
@@ -93,12 +96,13 @@ def renamed(variables, role):
         if old not in variables:
             continue
         new = new_name(old)
-        both = new in variables
+        taken = new in variables and variables[new] == variables[old]
+        both = new in variables and not taken
         message = ("%s is the name of a variable of the role %s before %s (now %s): it is accepted until %s, "
                    "rename it to %s in your inventory or extra vars" % (old, role[len(PREFIX):], RENAMED_IN, role,
                                                                        REMOVED_IN, new))
         if both:
             message += "; %s is set as well, so the value of %s is used and %s is ignored" % (new, new, old)
         out.append({"old": old, "new": new, "value": None if both else variables[old], "both": both,
-                    "message": message})
+                    "taken": taken, "message": message})
     return out

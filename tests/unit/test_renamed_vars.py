@@ -96,6 +96,17 @@ def test_both_names_the_new_one_wins_and_the_warning_says_so(deprecations):
     assert "2.0.0" in msg
 
 
+def test_a_value_an_earlier_entry_point_copied_is_not_copied_again_nor_called_ignored(deprecations):
+    """main.yml includes plan.yml, and the plan pass runs before the stage: each starts with renamed.yml.
+    After the first copied the old value (set_fact), the new name holds the same value: nothing to
+    copy, and the old name was not ignored."""
+    got = flt.gpudirect_renamed_vars({"nvidia_driver_branch": "570", "gpudirect_nvidia_driver_branch": "570"},
+                                     "gpudirect_nvidia_driver")
+    assert got == []
+    [(msg, _)] = deprecations
+    assert "rename it to gpudirect_nvidia_driver_branch" in msg and "ignored" not in msg
+
+
 def test_none_set_and_other_roles_names_are_not_taken(deprecations):
     variables = {"pcie_acs_state": "enabled", "nvidia_driver_no_such_knob": 1, "inventory_hostname": "n1"}
     assert flt.gpudirect_renamed_vars(variables, "gpudirect_nvidia_driver") == []
