@@ -259,8 +259,8 @@ why_failed() {
     [[ -f $log ]] || continue
     echo
     echo "--- why scenario $s failed (the first lines that say so; all of it in $log)"
-    grep -E "fatal: |FAILED! =>|Idempotence test failed|^\*  => |Executed: Failed|^E  +[A-Za-z]|^FAILED |timed out|failed=[1-9]" \
-      "$log" | cut -c1-400 | head -n 30
+    # with the inner run's own failure lines under a side effect's one-line result
+    python3 tests/harness/why_failed.py "$log" 40
   done
 }
 report
