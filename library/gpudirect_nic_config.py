@@ -81,6 +81,12 @@ options:
     type: list
     elements: dict
     default: []
+  firmware_cache:
+    description:
+      - With O(state=applied), the folder where an http(s) image of O(firmware) was downloaded, as
+        C(<psid>-<version>.bin) (the role downloads it there with its sha256); the module burns that file, after
+        checking its sha256 again. Unset, only path images can be burned.
+    type: path
   firmware_policy:
     description:
       - C(report) reads and reports the cards whose firmware differs from their PSID's pinned version, or whose PSID has
@@ -371,10 +377,12 @@ def sha256_of(module, path):
     return module.digest_from_file(path, "sha256") if os.path.isfile(path) else None
 
 
-def burn(module, run, tool, pci, firmware, reports, card):
+def burn(module, run, tool, pci, firmware, reports, card, cache=None):
     """Check the image, burn it, query again: the flash must hold the pinned version."""
     name = os.path.basename(tool)
     image = firmware["image"]
+    if not image.startswith("/") and cache:
+        image = os.path.join(cache, "%s-%s.bin" % (firmware["psid"], firmware["pinned"]))
     if not image.startswith("/"):
         module.fail_json(msg="%s: the pinned image %s for PSID %s is not a path on the node; download it first (the role "
                              "gpudirect_nic_config does, with its sha256) and pass the path (%s). Nothing was burned."
@@ -504,6 +512,7 @@ def main():
             root=dict(type="path", default="/"),
             firmware=dict(type="list", elements="dict", default=[]),
             firmware_policy=dict(type="str", default="report", choices=["report", "update"]),
+            firmware_cache=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -601,7 +610,7 @@ def main():
             if card["firmware"]["burn"] and p["state"] == "applied":
                 result["changed"] = True
                 if apply:
-                    burn(module, run, flash_tool, pci, card["firmware"], reports, card)
+                    burn(module, run, flash_tool, pci, card["firmware"], reports, card, p["firmware_cache"])
             card["needs_reset"] = card["needs_reset"] or (policy == "update" and card["firmware"]["state"] in (
                 "to_update", "pending_reset"))
         if card["set_args"] and p["state"] == "applied":

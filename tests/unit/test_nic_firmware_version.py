@@ -275,3 +275,14 @@ def test_missing_flash_tool_in_a_plan_says_which_package(node, tmp_path, monkeyp
     planned = run_module(module, {"root": node.root, "firmware": pinned(node), "firmware_policy": "update",
                                   "tool": "mstconfig"})
     assert "mstflint" in planned["tool_missing"] and planned["disruption"]
+
+
+def test_url_image_is_burned_from_the_cache_the_role_downloaded_it_to(node, tmp_path, run_module):
+    path, sha = node.image()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.rename(path, str(cache / ("%s-28.43.1014.bin" % CX7_PSID)))
+    result = run_module(module, {"root": node.root, "firmware_policy": "update", "state": "applied",
+                                 "firmware_cache": str(cache), "firmware": pinned(node, image="https://fw.example/cx7.bin",
+                                                                                  sha256=sha)})
+    assert result["changed"] is True and node.card() == ("28.40.1000", "28.43.1014")
