@@ -388,7 +388,8 @@ def gpudirect_nic_firmware(facts, nic_config=None):
     ``type``, ``part``, ``fw_ver`` (None when sysfs had none), ``status`` (``read``,
     ``not_configured``, ``tool_missing``, ``no_card``, ``not_read``, ``not_queried``), ``reason``,
     ``current_known``, ``params`` (``param``, ``state``, ``differs``, ``wanted``, ``current``,
-    ``next_boot``, ``source``, ``marker``), ``differs`` and ``not_exposed`` (parameter names)."""
+    ``next_boot``, ``source``, ``marker``), ``differs`` and ``not_exposed`` (parameter names), ``firmware``
+    (``psid``, ``running``, ``pending``, ``pinned``, ``state``, ``marker``; None when no image is pinned)."""
     if facts is not None and not isinstance(facts, dict):
         raise AnsibleFilterError("gpudirect_nic_firmware: the input must be ansible_facts.gpudirect (a dict), got %s"
                                  % type(facts).__name__)
@@ -433,6 +434,7 @@ def gpudirect_nic_firmware(facts, nic_config=None):
             "reason": card_reason,
             "current_known": card.get("current_known") if queried else None,
             "params": _nic_param_rows(card, where) if queried else [],
+            "firmware": _nic_firmware_version(card.get("firmware"), where),
         })
     for key in sorted(k for k in by_card if k not in seen):
         devs = sorted(by_card[key], key=lambda d: d.get("name") or "")
@@ -450,11 +452,33 @@ def gpudirect_nic_firmware(facts, nic_config=None):
             "reason": card_reason,
             "current_known": None,
             "params": [],
+            "firmware": None,
         })
     for card in cards:
         card["differs"] = [r["param"] for r in card["params"] if r["differs"]]
         card["not_exposed"] = [r["param"] for r in card["params"] if r["state"] == "not_exposed"]
     return sorted(cards, key=lambda c: c["pci"])
+
+
+_NIC_FIRMWARE_MARKERS = {
+    "in_place": "ok",
+    "to_update": "DIFFERS from the pinned image",
+    "pending_reset": "BURNED, waits for a firmware reset or reboot",
+    "no_image": "NO PINNED IMAGE for this PSID",
+    "not_read": "not read",
+}
+
+
+def _nic_firmware_version(firmware, where):
+    """The card's firmware version against gpudirect_nic_config_firmware (None: no image pinned at all)."""
+    if firmware is None:
+        return None
+    if not isinstance(firmware, dict) or "state" not in firmware:
+        raise AnsibleFilterError("gpudirect_nic_firmware: %s: firmware must be the module's firmware report (a dict "
+                                 "with state), got %r" % (where, firmware))
+    out = dict((k, firmware.get(k)) for k in ("psid", "running", "pending", "pinned", "state"))
+    out["marker"] = _NIC_FIRMWARE_MARKERS.get(firmware["state"], firmware["state"])
+    return out
 
 
 def _one_fw_ver(devs):
@@ -491,6 +515,11 @@ def gpudirect_nic_firmware_lines(facts, nic_config=None, indent="  "):
             lines.append(indent + "    configuration not read (%s): %s" % (_NIC_STATUS_LABEL.get(card["status"],
                                                                                                 card["status"]),
                                                                            card["reason"]))
+        firmware = card.get("firmware")
+        if firmware:
+            lines.append(indent + "    firmware PSID %s running %s pending %s pinned %s %s" % (
+                firmware["psid"] or "?", firmware["running"] or "?", firmware["pending"] or "-",
+                firmware["pinned"] or "-", firmware["marker"]))
         if card["status"] == "read" and card["current_known"] is False:
             lines.append(indent + "    the tool printed Next Boot only: a value waiting for a firmware reset cannot "
                                   "be seen")

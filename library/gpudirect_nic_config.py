@@ -26,6 +26,11 @@ description:
     reboot owner for the reboot. The module never resets or reboots.
   - With O(state=applied) runs C(<tool> -y -d <pci> set PARAM=VALUE ...) on the cards that need it, queries them
     again and fails, naming the card, the parameter and the value, unless Next Boot holds every value set.
+  - With O(firmware) (pinned images by PSID) it also reads each card's firmware with C(flint -d <pci> query) (MFT) or
+    C(mstflint -d <pci> query) and reports per card C(firmware) (PSID, running, pending, pinned version, state). With
+    O(firmware_policy=update) and O(state=applied) it burns the pinned image, after checking its sha256, on each card
+    whose flash does not hold the pinned version (C(<tool> -d <pci> -i <image> -y burn)), queries again and fails unless
+    C(FW Version) is the pinned one. The new firmware runs after the next firmware reset or reboot.
 version_added: "1.0.0"
 author:
   - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
@@ -68,6 +73,29 @@ options:
     type: str
     choices: [planned, applied]
     default: planned
+  firmware:
+    description:
+      - Pinned firmware images, one per PSID, C({psid, version, image, sha256}); C(image) an absolute path on the node
+        (O(state=applied) needs a path, the role downloads a URL first) or, for planning, an http(s) URL.
+      - Empty, no firmware version is read.
+    type: list
+    elements: dict
+    default: []
+  firmware_cache:
+    description:
+      - With O(state=applied), the folder where an http(s) image of O(firmware) was downloaded, as
+        C(<psid>-<version>.bin) (the role downloads it there with its sha256); the module burns that file, after
+        checking its sha256 again. Unset, only path images can be burned.
+    type: path
+  firmware_policy:
+    description:
+      - C(report) reads and reports the cards whose firmware differs from their PSID's pinned version, or whose PSID has
+        no pinned image; changes nothing.
+      - C(update) also plans (and with O(state=applied) burns) the pinned image on those cards, a disruption that
+        needs a firmware reset or reboot.
+    type: str
+    choices: [report, update]
+    default: report
   root:
     description:
       - Directory holding the C(sys/) tree. Leave at C(/) on a live host; point it at a fabricated tree for tests.
@@ -88,9 +116,24 @@ notes:
     C(ADVANCED_PCI_SETTINGS=1) in effect) is reported in C(deferred) and set by the run after the reset.
 requirements:
   - C(mlxconfig) (NVIDIA MFT, package C(mft)) or C(mstconfig) (package C(mstflint)) on the node, where anything is wanted.
+  - C(flint) (package C(mft)) or C(mstflint) (package C(mstflint)) where O(firmware) is not empty.
 """
 
 EXAMPLES = r"""
+- name: Report the ConnectX firmware against the pinned images (changes nothing)
+  gpudirect_nic_config:
+    firmware:
+      - {psid: MT_0000000834, version: 28.43.1014, image: /srv/fw/fw-ConnectX7-rel-28_43_1014.bin,
+         sha256: 0f343b0931126a20f133d67c2b018a3b5a2c8e8c1b5f2a3d4e5f60718293a4b5}
+  register: nic_firmware
+
+- name: Burn it on the cards that differ (runs after the next firmware reset or reboot)
+  gpudirect_nic_config:
+    firmware: "{{ pinned_images }}"
+    firmware_policy: update
+    state: applied
+  become: true
+
 - name: Plan the GPUDirect firmware profile on every ConnectX card
   gpudirect_nic_config:
     profiles: [gpudirect]
@@ -181,6 +224,19 @@ devices:
     set:
       description: With state applied, whether this run set values on the card.
       type: bool
+    firmware:
+      description:
+        - With O(firmware) not empty - C(psid), C(running), C(pending) (the flash's version while it differs from the
+          running one), C(pinned), C(image), C(sha256), C(state) (C(in_place), C(to_update), C(pending_reset),
+          C(no_image), C(not_read)), C(burn) (policy update would burn / burned) and C(burned).
+      type: dict
+      sample: {psid: MT_0000000834, running: 28.40.1000, pending: null, pinned: 28.43.1014, state: to_update}
+firmware_report:
+  description: One sentence per card whose firmware is not the pinned one or has no pinned image (both policies).
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:17:00.0 (ConnectX7): firmware 28.40.1000, pinned 28.43.1014 for PSID MT_0000000834 (to_update)"]
 changes:
   description: What the module would change (or changed), one sentence per card; empty when converged.
   returned: always
@@ -229,7 +285,15 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_host import module_runner
-from ansible.module_utils.gpudirect_nic_config import parse_mlxconfig_query, plan_firmware, resolve_wanted
+from ansible.module_utils.gpudirect_nic_config import (
+    FIRMWARE_KNOB,
+    parse_flint_query,
+    parse_mlxconfig_query,
+    plan_firmware,
+    plan_firmware_version,
+    resolve_wanted,
+    validate_firmware_pins,
+)
 from ansible.module_utils.gpudirect_pci import (
     list_pci_addresses,
     normalize_pci_address,
@@ -238,7 +302,10 @@ from ansible.module_utils.gpudirect_pci import (
 )
 
 MELLANOX_VENDOR = 0x15B3
-TOOL_PACKAGES = {"mlxconfig": "mft (NVIDIA Firmware Tools)", "mstconfig": "mstflint"}
+TOOL_PACKAGES = {"mlxconfig": "mft (NVIDIA Firmware Tools)", "mstconfig": "mstflint",
+                 "flint": "mft (NVIDIA Firmware Tools)", "mstflint": "mstflint"}
+# the firmware burning tool that goes with each configuration tool choice (same packages)
+FLASH_TOOLS = {"auto": ["flint", "mstflint"], "mlxconfig": ["flint"], "mstconfig": ["mstflint"]}
 
 
 def find_cards(root):
@@ -257,8 +324,8 @@ def find_cards(root):
     return {functions[0]: functions for functions in cards.values()}
 
 
-def pick_tool(module, wanted_tool):
-    names = ["mlxconfig", "mstconfig"] if wanted_tool == "auto" else [wanted_tool]
+def pick_tool(module, wanted_tool, flash=False):
+    names = FLASH_TOOLS[wanted_tool] if flash else (["mlxconfig", "mstconfig"] if wanted_tool == "auto" else [wanted_tool])
     for name in names:
         path = module.get_bin_path(name)
         if path:
@@ -291,6 +358,69 @@ def query(module, run, tool, pci):
     return parsed
 
 
+def flint_query(module, run, tool, pci):
+    """The parsed flint/mstflint query of one card (PSID, flash and running firmware version)."""
+    rc, out, err = run([tool, "-d", pci, "query"])
+    text = out or ""
+    try:
+        if rc != 0 and "-E-" not in text:
+            raise ValueError((err or "").strip() or "no output")
+        return parse_flint_query(text)
+    except ValueError as exc:
+        module.fail_json(msg="%s -d %s query could not be read (%s); rc %s. Run it by hand on the node: the tool needs "
+                             "root (become), and a newer firmware may need a newer %s. Nothing was changed on %s."
+                             % (os.path.basename(tool), pci, exc, rc, TOOL_PACKAGES.get(os.path.basename(tool), "tool"),
+                                pci), rc=rc, stdout=text, stderr=err or "")
+
+
+def sha256_of(module, path):
+    return module.digest_from_file(path, "sha256") if os.path.isfile(path) else None
+
+
+def burn(module, run, tool, pci, firmware, reports, card, cache=None):
+    """Check the image, burn it, query again: the flash must hold the pinned version."""
+    name = os.path.basename(tool)
+    image = firmware["image"]
+    if not image.startswith("/") and cache:
+        image = os.path.join(cache, "%s-%s.bin" % (firmware["psid"], firmware["pinned"]))
+    if not image.startswith("/"):
+        module.fail_json(msg="%s: the pinned image %s for PSID %s is not a path on the node; download it first (the role "
+                             "gpudirect_nic_config does, with its sha256) and pass the path (%s). Nothing was burned."
+                             % (pci, image, firmware["psid"], FIRMWARE_KNOB), devices=reports + [card])
+    actual = sha256_of(module, image)
+    if actual is None:
+        module.fail_json(msg="%s: the pinned image %s for PSID %s is not a file on the node (%s). Nothing was burned."
+                             % (pci, image, firmware["psid"], FIRMWARE_KNOB), devices=reports + [card])
+    if actual.lower() != firmware["sha256"].lower():
+        module.fail_json(msg="%s: the image %s has sha256 %s, but %s pins %s for PSID %s: a wrong or damaged file. "
+                             "Nothing was burned; fix the file or the pinned sum."
+                             % (pci, image, actual, FIRMWARE_KNOB, firmware["sha256"], firmware["psid"]),
+                         devices=reports + [card])
+    rc, out, err = run([tool, "-d", pci, "-i", image, "-y", "burn"])
+    if rc != 0:
+        said = [ln.strip() for ln in (out or "").splitlines() if ln.strip().startswith("-E-")] or \
+            (out or "").strip().splitlines()[-1:] or [(err or "").strip()]
+        module.fail_json(msg="%s -d %s -i %s -y burn failed (rc %s): %s. Check that the image is the one for this card's "
+                             "PSID %s (%s); cards burned earlier in this run keep their new image for the next reset."
+                             % (name, pci, image, rc, "; ".join(said), firmware["psid"], FIRMWARE_KNOB),
+                         rc=rc, stdout=out, stderr=err, devices=reports + [card])
+    again = flint_query(module, run, tool, pci)
+    if again["flash"] != firmware["pinned"]:
+        module.fail_json(msg="%s: burned %s (version %s), but %s -d %s query then reads FW Version %s (running %s). "
+                             "The firmware did not take the image; check it by hand."
+                             % (pci, image, firmware["pinned"], name, pci, again["flash"], again["running"]),
+                         devices=reports + [card])
+    firmware.update(running=again["running"], pending=again["pending"],
+                    state="pending_reset" if again["running"] != firmware["pinned"] else "in_place", burned=True)
+
+
+def empty_card(pci, functions):
+    """A card read for its firmware only (no NV parameter wanted)."""
+    return {"pci": pci, "functions": functions, "type": None, "part": None, "current": {}, "next_boot": {},
+            "to_set": [], "set_args": [], "pending": [], "in_place": [], "unsupported": [], "deferred": [],
+            "skipped": [], "needs_reset": False, "current_known": None, "set": False}
+
+
 def card_report(pci, functions, parsed, plan):
     device = parsed["devices"][0]
     params = device["params"]
@@ -321,8 +451,32 @@ def label(card):
     return "%s (%s)" % (card["pci"], card["type"] or "ConnectX")
 
 
-def sentences(cards):
-    changes, disruption, reasons = [], [], []
+def firmware_sentences(card, policy):
+    """(changes, disruption, reason, report) of one card's firmware version."""
+    fw = card.get("firmware")
+    if not fw or fw["state"] in ("in_place", "not_read"):
+        return [], [], "", []
+    if fw["state"] == "no_image":
+        return [], [], "", ["%s: firmware %s, PSID %s has no pinned image in %s (left as it is)"
+                            % (label(card), fw["running"], fw["psid"], FIRMWARE_KNOB)]
+    report = ["%s: firmware %s%s, pinned %s for PSID %s (%s%s)" % (
+        label(card), fw["running"], (" (%s on the flash, waits for a firmware reset)" % fw["pending"]) if fw["pending"] else "",
+        fw["pinned"], fw["psid"], fw["state"], "" if policy == "update" else "; policy report: not updated")]
+    if policy != "update":
+        return [], [], "", report
+    if fw["state"] == "to_update" or fw.get("burned"):
+        return (["%s: firmware %s -> %s (%s)%s; runs after the next firmware reset or reboot"
+                 % (label(card), fw["running"], fw["pinned"], fw["image"], " burned" if fw.get("burned") else "")],
+                ["%s: firmware update %s -> %s needs a firmware reset or reboot"
+                 % (label(card), fw["running"], fw["pinned"])],
+                "firmware %s" % fw["pinned"], report)
+    # burned (earlier or by this run), the card still runs the old one: only the reset is owed
+    return ([], ["%s: firmware reset or reboot to run firmware %s (burned, running %s)"
+                 % (label(card), fw["pinned"], fw["running"])], "firmware %s" % fw["pinned"], report)
+
+
+def sentences(cards, policy="report"):
+    changes, disruption, reasons, report = [], [], [], []
     for card in cards:
         waiting = [r["param"] + "=" + r["wanted"] for r in card["to_set"] + card["pending"]]
         if card["to_set"]:
@@ -338,8 +492,13 @@ def sentences(cards):
                                r["param"] + "=" + r["wanted"] for r in card["deferred"])))
         if waiting:
             disruption.append("%s: firmware reset or reboot to load %s" % (label(card), ", ".join(waiting)))
-            reasons.append("%s %s" % (card["pci"], ", ".join(waiting)))
-    return changes, disruption, "; ".join(reasons)
+        fw_changes, fw_disruption, fw_reason, fw_report = firmware_sentences(card, policy)
+        changes += fw_changes
+        disruption += fw_disruption
+        report += fw_report
+        if waiting or fw_reason:
+            reasons.append("%s %s" % (card["pci"], ", ".join(waiting + ([fw_reason] if fw_reason else []))))
+    return changes, disruption, "; ".join(reasons), report
 
 
 def main():
@@ -351,6 +510,9 @@ def main():
             devices=dict(type="list", elements="str", default=[]),
             state=dict(type="str", default="planned", choices=["planned", "applied"]),
             root=dict(type="path", default="/"),
+            firmware=dict(type="list", elements="dict", default=[]),
+            firmware_policy=dict(type="str", default="report", choices=["report", "update"]),
+            firmware_cache=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -364,6 +526,11 @@ def main():
         knobs = resolve_wanted(wanted)
     except ValueError as exc:
         module.fail_json(msg="gpudirect_nic_config_profiles / gpudirect_nic_config_params: %s. Nothing was changed." % exc)
+    try:
+        pins = validate_firmware_pins(p["firmware"])
+    except ValueError as exc:
+        module.fail_json(msg="%s. Nothing was changed." % exc)
+    policy = p["firmware_policy"]
 
     restrict = []
     for address in p["devices"]:
@@ -373,8 +540,8 @@ def main():
                                  "Nothing was changed." % address)
         restrict.append(normal)
 
-    result = {"changed": False, "tool": None, "devices": [], "changes": [], "disruption": [],
-              "needs_reset": False, "reset_reason": "", "unsupported": []}
+    result = {"changed": False, "tool": None, "flash_tool": None, "devices": [], "changes": [], "disruption": [],
+              "needs_reset": False, "reset_reason": "", "unsupported": [], "firmware_report": []}
     cards = find_cards(p["root"])
     every_function = dict((f, pci) for pci, functions in cards.items() for f in functions)
     missing = [a for a in restrict if a not in every_function]
@@ -389,15 +556,23 @@ def main():
     if not cards:
         module.exit_json(skip_reason="no NVIDIA/Mellanox ConnectX physical function under %s"
                          % os.path.join(p["root"], "sys/bus/pci/devices"), **result)
-    if not knobs:
+    if not knobs and not pins:
         result["devices"] = [{"pci": pci, "functions": functions} for pci, functions in sorted(cards.items())]
-        module.exit_json(skip_reason="no firmware parameter wanted (profiles and params are empty): nothing queried",
-                         **result)
+        module.exit_json(skip_reason="no firmware parameter wanted (profiles and params are empty) and no firmware "
+                                     "image pinned: nothing queried", **result)
 
-    tool = pick_tool(module, p["tool"])
-    if tool is None:
-        tools = ["mlxconfig", "mstconfig"] if p["tool"] == "auto" else [p["tool"]]
-        what = ("profiles " + ", ".join(p["profiles"]) if p["profiles"] else "params " + ", ".join(sorted(p["params"])))
+    tool = pick_tool(module, p["tool"]) if knobs else None
+    flash_tool = pick_tool(module, p["tool"], flash=True) if pins else None
+    if (knobs and tool is None) or (pins and flash_tool is None):
+        tools = []
+        if knobs and tool is None:
+            tools += ["mlxconfig", "mstconfig"] if p["tool"] == "auto" else [p["tool"]]
+        if pins and flash_tool is None:
+            tools += FLASH_TOOLS[p["tool"]]
+        what = " and ".join(filter(None, [
+            ("profiles " + ", ".join(p["profiles"]) if p["profiles"] else "params " + ", ".join(sorted(p["params"])))
+            if knobs else "",
+            ("firmware images pinned for " + ", ".join(sorted(pins))) if pins else ""]))
         missing = ("%s wanted on %s, but %s is not installed: install %s, or leave gpudirect_nic_config_profiles and "
                    "gpudirect_nic_config_params empty. Nothing was changed."
                    % (what, ", ".join(sorted(cards)), " / ".join(tools),
@@ -407,21 +582,37 @@ def main():
         # a plan on a new node, before the OFED stage brings mstflint: the cards cannot be read yet, so the
         # plan says so and counts the firmware reset their values may need (the node is then rolled, drained)
         names = ", ".join(sorted(cards))
+        may_reset = knobs or policy == "update"
         result.update(tool_missing=missing,
                       devices=[{"pci": pci, "functions": functions} for pci, functions in sorted(cards.items())],
                       changes=["%s: %s to be read and set once %s is installed (the OFED stage brings mstflint)"
-                               % (names, what, " / ".join(tools))],
+                               % (names, what, " / ".join(tools))] if may_reset else [],
                       disruption=["%s: %s may need a firmware reset or reboot once set (the cards cannot be read "
-                                  "before %s is installed)" % (names, what, " / ".join(tools))])
+                                  "before %s is installed)" % (names, what, " / ".join(tools))] if may_reset else [],
+                      firmware_report=[] if may_reset else ["%s: firmware versions to be read once %s is installed"
+                                                            % (names, " / ".join(tools))])
         module.exit_json(**result)
     result["tool"] = tool
+    result["flash_tool"] = flash_tool
     run = module_runner(module)
     apply = p["state"] == "applied" and not module.check_mode
     reports = []
     for pci, functions in sorted(cards.items()):
-        parsed = query(module, run, tool, pci)
-        plan = plan_firmware(parsed, wanted)["devices"][0]
-        card = card_report(pci, functions, parsed, plan)
+        if knobs:
+            parsed = query(module, run, tool, pci)
+            plan = plan_firmware(parsed, wanted)["devices"][0]
+            card = card_report(pci, functions, parsed, plan)
+        else:
+            card = empty_card(pci, functions)
+        if pins:
+            card["firmware"] = dict(plan_firmware_version(flint_query(module, run, flash_tool, pci), pins, policy),
+                                    burned=False)
+            if card["firmware"]["burn"] and p["state"] == "applied":
+                result["changed"] = True
+                if apply:
+                    burn(module, run, flash_tool, pci, card["firmware"], reports, card, p["firmware_cache"])
+            card["needs_reset"] = card["needs_reset"] or (policy == "update" and card["firmware"]["state"] in (
+                "to_update", "pending_reset"))
         if card["set_args"] and p["state"] == "applied":
             result["changed"] = True
         if apply and card["set_args"]:
@@ -444,7 +635,7 @@ def main():
             card["set"] = True
         reports.append(card)
     result["devices"] = reports
-    result["changes"], result["disruption"], result["reset_reason"] = sentences(reports)
+    result["changes"], result["disruption"], result["reset_reason"], result["firmware_report"] = sentences(reports, policy)
     result["needs_reset"] = any(c["needs_reset"] for c in reports)
     result["unsupported"] = ["%s: %s" % (c["pci"], r["param"]) for c in reports for r in c["unsupported"]]
     for line in result["unsupported"]:

@@ -9,6 +9,10 @@
   profiles ``gpudirect``, ``gpudirect_vm``, ``roce``) and says per device what is in place, what to
   set, what only waits for a firmware reset, what the card does not expose, and whether a reset is
   needed.
+* :func:`parse_flint_query` reads ``flint``/``mstflint -d <pci> query`` (PSID, the flash's and the
+  running firmware version); :func:`validate_firmware_pins` checks the pinned images of
+  ``gpudirect_nic_config_firmware`` and :func:`plan_firmware_version` says per card whether its firmware is
+  in place, to update, waiting for a reset, or has no pinned image.
 * :func:`parse_mlnx_qos` reads ``mlnx_qos -i <netdev>`` (DOCA/MLNX_OFED mlnx-tools) output and
   :func:`plan_qos` plans trust mode, PFC priorities and ECN.
 
@@ -473,6 +477,156 @@ def plan_firmware(query, wanted):
         plans.append(plan)
     return {"devices": plans, "errors": list(query.get("errors", [])),
             "reset_needed": any(p["reset_needed"] for p in plans)}
+
+
+# --------------------------------------------------------------------------------------------
+# Firmware version policy: flint / mstflint query, pinned images
+# --------------------------------------------------------------------------------------------
+
+# flint/mstflint query: "Key:" padded to column 24, then the value. "FW Version" is the image on the
+# flash (what the next firmware reset loads); "FW Version(Running)" is printed only while the running
+# firmware differs from it (after a burn, before the reset). Samples: tests/fixtures/nic_config/.
+_FLINT_LINE_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 ._()/-]*?):\s*(?P<value>.*)$")
+_FW_VERSION_IN_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+FIRMWARE_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+# MT_0000000834 (NVIDIA), LNV0000000025, IBM0030000009, NVD0000000079: letters, an optional "_",
+# then digits/letters; at most 16 characters (the firmware's PSID field)
+PSID_RE = re.compile(r"^[A-Z]{2,4}_?[A-Z0-9]{6,12}$")
+SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+FIRMWARE_POLICIES = ("report", "update")
+FIRMWARE_KNOB = "gpudirect_nic_config_firmware"
+
+
+def _fw_version(text):
+    """'28.43.1014' from '28.43.1014', '2.42.5000 (build 12)' or 'rel-28_43_1014'-free text; None when
+    the value holds no N.N.N."""
+    match = _FW_VERSION_IN_RE.search(text or "")
+    if not match:
+        return None
+    return ".".join(str(int(part)) for part in match.groups())
+
+
+def parse_flint_query(text):
+    """Parse ``mstflint -d <pci> query`` / ``flint -d <pci> query [full]``.
+
+    Returns ``psid``, ``flash`` (``FW Version``: the image on the flash, loaded at the next firmware
+    reset), ``running`` (``FW Version(Running)`` where printed, else the flash version: they agree),
+    ``pending`` (the flash version while it differs from the running one, else None), ``image_type``,
+    ``product_version``, ``fields`` (every ``Key: value`` as printed). Extra lines, continuation lines
+    (``Rom Info``), build suffixes after the version are tolerated. Raises ValueError on a ``-E-`` error,
+    or when ``PSID`` or ``FW Version`` is missing or unreadable (a truncated output)."""
+    if not isinstance(text, str):
+        raise ValueError("flint query output must be text, got %s" % type(text).__name__)
+    fields = {}
+    errors = []
+    for raw_line in text.splitlines():
+        line = raw_line.rstrip("\r").rstrip()
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("-E-"):
+            errors.append(stripped[3:].strip())
+            continue
+        if line[:1].isspace():
+            continue  # continuation of the field above (a second Rom Info line, a GUID column)
+        match = _FLINT_LINE_RE.match(stripped)
+        if match:
+            fields.setdefault(match.group("key").strip(), match.group("value").strip())
+    if errors:
+        raise ValueError("the tool printed an error: %s" % "; ".join(errors))
+    psid = fields.get("PSID")
+    if not psid:
+        raise ValueError("no 'PSID:' line (the output looks truncated, or is not a flint query)")
+    if "FW Version" not in fields and "FW Version(Running)" not in fields:
+        raise ValueError("no 'FW Version:' line (the output looks truncated, or is not a flint query)")
+    flash = _fw_version(fields.get("FW Version") or fields.get("FW Version(Running)"))
+    if flash is None:
+        raise ValueError("could not read a version N.N.N in 'FW Version: %s'" % fields.get("FW Version"))
+    running = flash
+    if "FW Version(Running)" in fields:
+        running = _fw_version(fields["FW Version(Running)"])
+        if running is None:
+            raise ValueError("could not read a version N.N.N in 'FW Version(Running): %s'"
+                             % fields["FW Version(Running)"])
+    return {
+        "psid": psid.split()[0],
+        "flash": flash,
+        "running": running,
+        "pending": flash if flash != running else None,
+        "image_type": fields.get("Image type"),
+        "product_version": fields.get("Product Version"),
+        "fields": fields,
+    }
+
+
+def validate_firmware_pins(pins, knob=FIRMWARE_KNOB):
+    """The pinned images by PSID, each ``{psid, version, image, sha256}``; ValueError naming the entry
+    and the knob on a wrong shape, a relative path, a PSID listed twice."""
+    if pins is None:
+        return {}
+    if not isinstance(pins, list):
+        raise ValueError("%s must be a list of {psid, version, image, sha256}, got %s" % (knob, type(pins).__name__))
+    by_psid = {}
+    for index, entry in enumerate(pins):
+        where = "%s[%d]" % (knob, index)
+        if not isinstance(entry, dict):
+            raise ValueError("%s must be a map {psid, version, image, sha256}, got %r" % (where, entry))
+        unknown = sorted(set(entry) - {"psid", "version", "image", "sha256"})
+        missing = [k for k in ("psid", "version", "image", "sha256") if not entry.get(k)]
+        if unknown or missing:
+            raise ValueError("%s: %s (an entry is {psid, version, image, sha256})" % (
+                where, "; ".join(filter(None, ["unknown key(s) " + ", ".join(unknown) if unknown else "",
+                                               "missing " + ", ".join(missing) if missing else ""]))))
+        psid, version, image, sha = (str(entry[k]).strip() for k in ("psid", "version", "image", "sha256"))
+        if not PSID_RE.match(psid):
+            raise ValueError("%s: psid %r is not a PSID such as MT_0000000834 (flint -d <pci> query prints it)"
+                             % (where, entry["psid"]))
+        if not FIRMWARE_VERSION_RE.match(version):
+            raise ValueError("%s (psid %s): version %r is not a firmware version N.N.N such as 28.43.1014"
+                             % (where, psid, entry["version"]))
+        if not SHA256_RE.match(sha):
+            raise ValueError("%s (psid %s): sha256 %r is not 64 hexadecimal digits (sha256sum <image>)"
+                             % (where, psid, entry["sha256"]))
+        if not (image.startswith("/") or re.match(r"^https?://[^/\s]+/\S+$", image)):
+            raise ValueError("%s (psid %s): image %r must be an absolute path on the node or an http(s) URL"
+                             % (where, psid, entry["image"]))
+        if psid in by_psid:
+            raise ValueError("%s: psid %s is pinned twice (%s[%d] too); one image per PSID"
+                             % (where, psid, knob, by_psid[psid]["index"]))
+        by_psid[psid] = {"index": index, "psid": psid, "version": version, "image": image, "sha256": sha.lower()}
+    return by_psid
+
+
+def plan_firmware_version(query, pins, policy="report"):
+    """One card's firmware against the pinned images (see :func:`validate_firmware_pins`).
+
+    ``query``: :func:`parse_flint_query`'s result, or None (not read). Returns ``psid``, ``running``,
+    ``pending``, ``pinned``, ``image``, ``sha256``, ``state`` and ``burn`` (True where policy update
+    burns the pinned image). States: ``in_place`` (running the pinned version, nothing else on the
+    flash), ``to_update`` (the flash does not hold the pinned version), ``pending_reset`` (the flash holds
+    it, the card runs another one: only the firmware reset is owed), ``no_image`` (no image pinned for
+    this PSID), ``not_read``."""
+    if policy not in FIRMWARE_POLICIES:
+        raise ValueError("gpudirect_nic_config_firmware_policy must be one of %s, got %r"
+                         % (", ".join(FIRMWARE_POLICIES), policy))
+    out = {"psid": None, "running": None, "pending": None, "pinned": None, "image": None, "sha256": None,
+           "state": "not_read", "burn": False}
+    if query is None:
+        return out
+    out.update(psid=query["psid"], running=query["running"], pending=query["pending"])
+    pin = pins.get(query["psid"])
+    if pin is None:
+        out["state"] = "no_image"
+        return out
+    out.update(pinned=pin["version"], image=pin["image"], sha256=pin["sha256"])
+    if query["flash"] != pin["version"]:
+        out["state"] = "to_update"
+    elif query["running"] != pin["version"]:
+        out["state"] = "pending_reset"
+    else:
+        out["state"] = "in_place"
+    out["burn"] = policy == "update" and out["state"] == "to_update"
+    return out
 
 
 # --------------------------------------------------------------------------------------------

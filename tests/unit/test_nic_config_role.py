@@ -236,3 +236,88 @@ def test_missing_tool_without_the_install_knob_fails_naming_the_package(toolless
            "(mstconfig)" in done.stdout, done.stdout
     assert "(gpudirect_nic_config_install_tool is false: the role installs nothing)" in done.stdout
     assert toolless_node.params() == before
+
+
+# ------------------------------------------------------------------ firmware version policy (gpudirect_nic_config_firmware)
+
+@pytest.fixture
+def fw_node(node, tmp_path):
+    """The node with the stand-in also installed as mstflint, and a stand-in image of the pinned version."""
+    import hashlib
+
+    os.symlink(STANDIN, str(tmp_path / "bin" / "mstflint"))
+    image = tmp_path / "fw-ConnectX7-28.43.1014.bin"
+    image.write_text(json.dumps({"standin_firmware_image": 1, "psid": "MT_0000000834", "version": "28.43.1014"}))
+    node.pin = {"psid": "MT_0000000834", "version": "28.43.1014", "image": str(image),
+                "sha256": hashlib.sha256(image.read_bytes()).hexdigest()}
+
+    def firmware():
+        with open(str(tmp_path / "standin-state" / (CX7 + ".json"))) as handle:
+            data = json.load(handle)
+        return data["fw_running"], data["fw_next"]
+    node.firmware = staticmethod(firmware)
+    return node
+
+
+def test_firmware_report_policy_reports_and_changes_nothing(fw_node):
+    done, result = fw_node.play({"gpudirect_nic_config_firmware": [fw_node.pin]})
+    assert done.returncode == 0, done.stdout
+    assert result["plan"]["wanted"] is True and result["plan"]["firmware_update"] == []
+    assert result["plan"]["changes"] == [] and result["plan"]["disruption"] == [] and result["reasons"] == []
+    assert "firmware version: 0000:17:00.0 (ConnectX): firmware 28.40.1000, pinned 28.43.1014 for PSID MT_0000000834 " \
+           "(to_update; policy report: not updated)" in done.stdout
+    assert fw_node.firmware() == ("28.40.1000", "28.40.1000")
+
+
+def test_firmware_update_burns_asks_for_the_one_reboot_then_converges(fw_node):
+    wanted = {"gpudirect_nic_config_firmware": [fw_node.pin], "gpudirect_nic_config_firmware_policy": "update",
+              "gpudirect_nic_config_params": {"SRIOV_EN": True}}
+    checked, result = fw_node.play(wanted, check=True)
+    assert checked.returncode == 0, checked.stdout
+    assert fw_node.firmware() == ("28.40.1000", "28.40.1000")                    # --check burned nothing
+    assert result["plan"]["firmware_update"] == [CX7]
+    assert "0000:17:00.0 (ConnectX7): firmware update 28.40.1000 -> 28.43.1014 needs a firmware reset or reboot" \
+        in result["plan"]["disruption"]
+
+    done, result = fw_node.play(wanted)
+    assert done.returncode == 0, done.stdout
+    assert fw_node.firmware() == ("28.40.1000", "28.43.1014")
+    # one reboot request for both the NV value and the image
+    assert result["reasons"] == ["gpudirect_nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
+                                 "0000:17:00.0 SRIOV_EN=1, firmware 28.43.1014"]
+    assert result["plan"]["firmware_update"] == [] and result["plan"]["devices"][0]["firmware"]["state"] == "pending_reset"
+
+    fw_node.boot()
+    converged, result = fw_node.play(wanted)
+    assert converged.returncode == 0, converged.stdout
+    assert result["plan"]["changes"] == [] and result["plan"]["disruption"] == [] and result["reasons"] == []
+    assert result["plan"]["devices"][0]["firmware"]["state"] == "in_place" and " changed=0 " in converged.stdout
+
+
+def test_firmware_image_with_another_sum_is_never_burned(fw_node):
+    bad = dict(fw_node.pin, sha256="b" * 64)
+    done, _result = fw_node.play({"gpudirect_nic_config_firmware": [bad], "gpudirect_nic_config_firmware_policy": "update"})
+    assert done.returncode != 0
+    assert "gpudirect_nic_config_firmware: the image %s for PSID MT_0000000834 has sha256 %s, expected %s" % (
+        fw_node.pin["image"], fw_node.pin["sha256"], "b" * 64) in done.stdout, done.stdout
+    assert fw_node.firmware() == ("28.40.1000", "28.40.1000")
+
+
+@pytest.mark.parametrize("entry, words", [
+    ({"psid": "cx7"}, "gpudirect_nic_config_firmware[0]: psid cx7 is not a PSID"),
+    ({"version": "latest"}, "gpudirect_nic_config_firmware[0]: version latest is not N.N.N"),
+    ({"sha256": "abc"}, "gpudirect_nic_config_firmware[0]: sha256 is not 64 hexadecimal digits"),
+    ({"image": "fw.bin"}, "gpudirect_nic_config_firmware[0]: image must be an absolute path or an http(s) URL"),
+])
+def test_bad_firmware_pins_fail_before_any_change(fw_node, entry, words):
+    done, _result = fw_node.play({"gpudirect_nic_config_firmware": [dict(fw_node.pin, **entry)],
+                                  "gpudirect_nic_config_firmware_policy": "update"})
+    assert done.returncode != 0
+    assert words in done.stdout and "Nothing was changed" in done.stdout, done.stdout
+    assert fw_node.firmware() == ("28.40.1000", "28.40.1000")
+
+
+def test_a_psid_pinned_twice_fails_before_any_change(fw_node):
+    done, _result = fw_node.play({"gpudirect_nic_config_firmware": [fw_node.pin, fw_node.pin]})
+    assert done.returncode != 0
+    assert "gpudirect_nic_config_firmware[1]: psid MT_0000000834 is pinned twice" in done.stdout, done.stdout

@@ -373,3 +373,37 @@ def test_roce_qos_section_not_configured_no_plan_and_bad_input():
     with pytest.raises(AnsibleFilterError, match=r"roce_qos.ports\[0\] must be a port"):
         report.gpudirect_roce_qos_lines(dict(unset, wanted=True, ports=["eth0"]), "")
     assert not any("RoCE QoS" in line for line in report.gpudirect_preflight_report({}, "gpu-a"))
+
+
+# ------------------------------------------------------------------ firmware version against the pinned images
+# (hand-written firmware reports in the shape library/gpudirect_nic_config.py returns, whose own tests
+# (tests/unit/test_nic_firmware_version.py) produce them from the stand-in and the published queries)
+
+@pytest.mark.parametrize("firmware, line", [
+    ({"psid": "MT_0000000834", "running": "28.40.1000", "pending": None, "pinned": "28.43.1014", "state": "to_update"},
+     "firmware PSID MT_0000000834 running 28.40.1000 pending - pinned 28.43.1014 DIFFERS from the pinned image"),
+    ({"psid": "MT_0000000834", "running": "28.40.1000", "pending": "28.43.1014", "pinned": "28.43.1014",
+      "state": "pending_reset"},
+     "firmware PSID MT_0000000834 running 28.40.1000 pending 28.43.1014 pinned 28.43.1014 BURNED, waits for a "
+     "firmware reset or reboot"),
+    ({"psid": "MT_0000000228", "running": "20.35.1012", "pending": None, "pinned": None, "state": "no_image"},
+     "firmware PSID MT_0000000228 running 20.35.1012 pending - pinned - NO PINNED IMAGE for this PSID"),
+])
+def test_firmware_version_line_per_card(firmware, line):
+    facts = {"rdma_devices": [{"name": "mlx5_0", "driver": "mlx5_core", "pci_address": "0000:17:00.0",
+                               "fw_ver": firmware["running"]}]}
+    plan = {"wanted": True, "devices": [{"pci": "0000:17:00.0", "functions": ["0000:17:00.0"], "type": None,
+                                         "to_set": [], "in_place": [], "pending": [], "firmware": firmware}]}
+    cards = report.gpudirect_nic_firmware(facts, plan)
+    assert cards[0]["firmware"]["state"] == firmware["state"]
+    assert "    " + line in report.gpudirect_nic_firmware_lines(facts, plan, "")
+
+
+def test_no_pinned_image_means_no_firmware_line_and_a_malformed_one_is_refused():
+    facts = {"rdma_devices": [{"name": "mlx5_0", "driver": "mlx5_core", "pci_address": "0000:17:00.0", "fw_ver": "1.2.3"}]}
+    plan = {"wanted": True, "devices": [{"pci": "0000:17:00.0", "to_set": [], "in_place": []}]}
+    assert report.gpudirect_nic_firmware(facts, plan)[0]["firmware"] is None
+    assert not any("firmware PSID" in line for line in report.gpudirect_nic_firmware_lines(facts, plan))
+    plan["devices"][0]["firmware"] = "28.43.1014"
+    with pytest.raises(AnsibleFilterError, match="firmware must be the module's firmware report"):
+        report.gpudirect_nic_firmware(facts, plan)

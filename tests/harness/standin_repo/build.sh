@@ -359,6 +359,8 @@ Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
   r=$(new_pkg mstflint "$(mstflint_version "$base")" amd64)
   mkdir -p "$r/usr/bin" "$r/lib/systemd/system"
   install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mstconfig"
+  # the same script answers as mstflint (burn/query of the firmware image) when called by that name
+  install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mstflint"
   # mstflint ships mstconfig only (mlxconfig is MFT's): the boot script and unit call it by that name
   sed 's#/usr/bin/mlxconfig#/usr/bin/mstconfig#' "$here/src/mft/standin-mlxconfig-boot" \
     > "$r/usr/bin/standin-mlxconfig-boot"
@@ -385,6 +387,8 @@ Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
   r=$(new_pkg mft "$(mft_version "$base")" amd64)
   mkdir -p "$r/usr/bin" "$r/lib/systemd/system"
   install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mlxconfig"
+  # and as MFT's flint (burn/query of the firmware image), by that name
+  install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/flint"
   install -m 644 "$here/src/mft/standin-mlxconfig-boot.service" "$r/lib/systemd/system/standin-mft-boot.service"
   unit_maintscripts "$r" standin-mft-boot.service
   finish_pkg "$r" "$dest" "Depends: python3" \
