@@ -304,10 +304,13 @@ def test_firmware_image_with_another_sum_is_never_burned(fw_node):
 
 
 @pytest.mark.parametrize("entry, words", [
-    ({"psid": "cx7"}, "gpudirect_nic_config_firmware[0]: psid cx7 is not a PSID"),
-    ({"version": "latest"}, "gpudirect_nic_config_firmware[0]: version latest is not N.N.N"),
-    ({"sha256": "abc"}, "gpudirect_nic_config_firmware[0]: sha256 is not 64 hexadecimal digits"),
-    ({"image": "fw.bin"}, "gpudirect_nic_config_firmware[0]: image must be an absolute path or an http(s) URL"),
+    ({"psid": "cx7"}, "gpudirect_nic_config_firmware[0]: psid 'cx7' is not a PSID such as MT_0000000834"),
+    ({"version": "latest"}, "gpudirect_nic_config_firmware[0] (psid MT_0000000834): version 'latest' is not a "
+                            "firmware version N.N.N"),
+    ({"sha256": "abc"}, "gpudirect_nic_config_firmware[0] (psid MT_0000000834): sha256 'abc' is not 64 hexadecimal "
+                        "digits"),
+    ({"image": "fw.bin"}, "gpudirect_nic_config_firmware[0] (psid MT_0000000834): image 'fw.bin' must be an absolute "
+                          "path on the node or an http(s) URL"),
 ])
 def test_bad_firmware_pins_fail_before_any_change(fw_node, entry, words):
     done, _result = fw_node.play({"gpudirect_nic_config_firmware": [dict(fw_node.pin, **entry)],
@@ -320,4 +323,4 @@ def test_bad_firmware_pins_fail_before_any_change(fw_node, entry, words):
 def test_a_psid_pinned_twice_fails_before_any_change(fw_node):
     done, _result = fw_node.play({"gpudirect_nic_config_firmware": [fw_node.pin, fw_node.pin]})
     assert done.returncode != 0
-    assert "gpudirect_nic_config_firmware[1]: psid MT_0000000834 is pinned twice" in done.stdout, done.stdout
+    assert "gpudirect_nic_config_firmware[1]: psid MT_0000000834 is pinned twice (gpudirect_nic_config_firmware[0] too)" in done.stdout, done.stdout
