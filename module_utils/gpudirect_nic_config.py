@@ -33,6 +33,8 @@ __metaclass__ = type
 
 import re
 
+from ansible.module_utils.gpudirect_versions import FIRMWARE_VERSION_RE, parse_firmware_version
+
 # --------------------------------------------------------------------------------------------
 # mlxconfig / mstconfig query
 # --------------------------------------------------------------------------------------------
@@ -487,23 +489,12 @@ def plan_firmware(query, wanted):
 # flash (what the next firmware reset loads); "FW Version(Running)" is printed only while the running
 # firmware differs from it (after a burn, before the reset). Samples: tests/fixtures/nic_config/.
 _FLINT_LINE_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 ._()/-]*?):\s*(?P<value>.*)$")
-_FW_VERSION_IN_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-FIRMWARE_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 # MT_0000000834 (NVIDIA), LNV0000000025, IBM0030000009, NVD0000000079: letters, an optional "_",
 # then digits/letters; at most 16 characters (the firmware's PSID field)
 PSID_RE = re.compile(r"^[A-Z]{2,4}_?[A-Z0-9]{6,12}$")
 SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 FIRMWARE_POLICIES = ("report", "update")
 FIRMWARE_KNOB = "gpudirect_nic_config_firmware"
-
-
-def _fw_version(text):
-    """'28.43.1014' from '28.43.1014', '2.42.5000 (build 12)' or 'rel-28_43_1014'-free text; None when
-    the value holds no N.N.N."""
-    match = _FW_VERSION_IN_RE.search(text or "")
-    if not match:
-        return None
-    return ".".join(str(int(part)) for part in match.groups())
 
 
 def parse_flint_query(text):
@@ -539,12 +530,12 @@ def parse_flint_query(text):
         raise ValueError("no 'PSID:' line (the output looks truncated, or is not a flint query)")
     if "FW Version" not in fields and "FW Version(Running)" not in fields:
         raise ValueError("no 'FW Version:' line (the output looks truncated, or is not a flint query)")
-    flash = _fw_version(fields.get("FW Version") or fields.get("FW Version(Running)"))
+    flash = parse_firmware_version(fields.get("FW Version") or fields.get("FW Version(Running)"))
     if flash is None:
         raise ValueError("could not read a version N.N.N in 'FW Version: %s'" % fields.get("FW Version"))
     running = flash
     if "FW Version(Running)" in fields:
-        running = _fw_version(fields["FW Version(Running)"])
+        running = parse_firmware_version(fields["FW Version(Running)"])
         if running is None:
             raise ValueError("could not read a version N.N.N in 'FW Version(Running): %s'"
                              % fields["FW Version(Running)"])

@@ -250,6 +250,21 @@ def parse_dkms_version(text):
     return tuple(int(part or 0) for part in match.groups())
 
 
+# ConnectX firmware, as flint/mstflint query print it and gpudirect_nic_config_firmware pins it:
+# "28.43.1014"; a value may carry more ("2.42.5000 (build 12)"). Samples: tests/fixtures/nic_config/.
+FIRMWARE_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_FIRMWARE_VERSION_IN = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_firmware_version(text):
+    """``"28.43.1014"`` from ``"28.43.1014"`` or ``"2.42.5000 (build 12)"``, leading zeros dropped
+    (``"28.043.1014"`` -> ``"28.43.1014"``); None when the text holds no N.N.N."""
+    match = _FIRMWARE_VERSION_IN.search(text or "")
+    if not match:
+        return None
+    return ".".join(str(int(part)) for part in match.groups())
+
+
 def find_nccl_version(line):
     """The version of nccl-tests' ``NCCL version 2.21.5+cuda12.4`` line, None in any other line."""
     match = _NCCL_VERSION.search(line or "")

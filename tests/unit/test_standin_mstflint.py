@@ -2,7 +2,8 @@
 that brings mstconfig, the tool of roles/gpudirect_nic_config, in every OFED repository the stand-in builds.
 
 What this proves: each DOCA-Host and MLNX_OFED tree lists mstflint at a version of the shape
-build.sh documents; the package installs /usr/bin/mstconfig and no mlxconfig (MFT's name, which the
+build.sh documents; the package installs /usr/bin/mstconfig and /usr/bin/mstflint (the same stand-in,
+which reads and burns firmware under that name) and no mlxconfig (MFT's name, which the
 module would pick first), a boot script and a unit that both call /usr/bin/mstconfig, and a postinst
 that enables the unit (so a reboot loads Next Boot as Current); the unpacked mstconfig runs as the
 stand-in. What it does not prove: installing it on a node (molecule/default/prepare.yml does).
@@ -56,7 +57,7 @@ def test_the_package_brings_mstconfig_and_enables_the_boot_unit(repo, tmp_path):
     files = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
     names = sorted(line.split()[-1] for line in files.splitlines() if not line.endswith("/"))
     assert names == ["./lib/systemd/system/standin-mlxconfig-boot.service", "./usr/bin/mstconfig",
-                     "./usr/bin/standin-mlxconfig-boot"]
+                     "./usr/bin/mstflint", "./usr/bin/standin-mlxconfig-boot"]
     root = tmp_path / "root"
     subprocess.run(["dpkg-deb", "-R", deb, str(root)], check=True)
     unit = (root / "lib/systemd/system/standin-mlxconfig-boot.service").read_text()

@@ -256,3 +256,24 @@ def test_find_nccl_version():
     assert v.find_nccl_version("# NCCL version 2.21.5+cuda12.4") == "2.21.5+cuda12.4"
     assert v.find_nccl_version("#  Rank  0 Group  0 Pid 1 on gpu01") is None
     assert v.find_nccl_version(None) is None
+
+
+# ConnectX firmware versions (gpudirect_nic_config_firmware): flint/mstflint print "FW Version:" with
+# the version alone (tests/fixtures/nic_config/mstflint-cx6-query-ironic-test.txt, openstack/ironic-
+# python-agent's test capture) or followed by more; an admin pins N.N.N.
+@pytest.mark.parametrize("text, version", [
+    ("20.35.1012", "20.35.1012"),
+    ("2.42.5000 (build 12)", "2.42.5000"),
+    ("28.043.1014", "28.43.1014"),
+    ("", None),
+    ("N/A", None),
+    ("28.43", None),
+])
+def test_firmware_version_from_what_flint_prints(text, version):
+    assert v.parse_firmware_version(text) == version
+
+
+@pytest.mark.parametrize("pin, ok", [("28.43.1014", True), ("28.43", False), ("28.43.1014 ", False),
+                                     ("latest", False), ("rel-28_43_1014", False)])
+def test_a_pinned_firmware_version_is_n_n_n(pin, ok):
+    assert bool(v.FIRMWARE_VERSION_RE.match(pin)) is ok
