@@ -15,11 +15,10 @@ import sys
 
 OUTER = re.compile(r"fatal: |FAILED! =>|Idempotence test failed|^\*  => |Executed: Failed|^E  +[A-Za-z]|"
                    r"^FAILED |timed out|failed=[1-9]")
+# an inner run's lines from the first that starts a failure on, those of them that say what failed
+FAILURE_STARTS = re.compile(r"fatal: |FAILED!|\[ERROR\]|^ERROR")
 INNER = re.compile(r"fatal: |FAILED!|failed=[1-9]|unreachable=[1-9]|\"assertion\"|\"msg\"|^ERROR|\[ERROR\]")
 WIDTH = 400
-
-
-FAILURE_STARTS = re.compile(r"fatal: |FAILED!|\[ERROR\]|^ERROR")
 
 
 def inner_lines(line):
