@@ -20,12 +20,19 @@ play, in every normal run, which trains admins to ignore the warning that matter
 ``--limit`` still applies to the list, and an empty list makes Ansible print
 "skipping: no hosts matched", as for an empty group.
 
+The group ``gpudirect_held`` (nodes that an admin or the scheduler took out of service
+before the run, held out of it by ``roles/gpudirect_drain`` tasks/state.yml) is left out
+of every pattern that does not name it: no later play touches such a node.
+
 Wildcards, regular expressions and ranges (``*``, ``~``, ``[``) are refused with
 ``AnsibleFilterError``: these plays name groups, and a pattern this filter would
 read differently from Ansible must not select hosts quietly.
 """
 
 from ansible.errors import AnsibleFilterError
+
+# the run-time group of the nodes held out of the run, which every pattern leaves out
+HELD = "gpudirect_held"
 
 
 def _terms(pattern):
@@ -67,6 +74,11 @@ def gpudirect_hosts(groups, pattern):
         if term[0] == "!":
             drop = set(select(term[1:]))
             hosts = [h for h in hosts if h not in drop]
+    # the nodes held out of the run (roles/gpudirect_drain tasks/state.yml: out of service by
+    # another hand before it) are in no later play, unless the pattern names their group
+    if HELD not in [t.lstrip("&!") for t in terms]:
+        held = set(groups.get(HELD, ()))
+        hosts = [h for h in hosts if h not in held]
     # inventory order, whatever order the run added the nodes to its groups in (group_by
     # and add_host add them as their results come back): batches are the same every run
     rank = {h: i for i, h in enumerate(groups["all"])}

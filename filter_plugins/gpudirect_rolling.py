@@ -5,12 +5,15 @@
     playbooks/plan.yml: the reasons a node must be drained and rolled (list of str).
 ``reboot_reasons | gpudirect_reboot_disruption(os_reasons)``
     playbooks/reboot_gate.yml: a pending reboot as disruption reasons (list of str).
+``reasons | gpudirect_os_reboot_reasons(flag_policy[, left_out])``
+    the OS's reboot reasons the run acts on (the reboot-required flag only with
+    gpudirect_reboot_required_flag: reboot); with ``left_out`` those it only reports.
 ``plans | gpudirect_plan_changes``
     playbooks/plan.yml: what the deciding roles would change, "<role>: <sentence>" (list of str).
 ``nodes | gpudirect_rolling_unprotected(hostvars, playbook='site')``
     playbooks/plan.yml and kernel_update.yml: the refusal (str) of a run that would
     disrupt nodes that nothing drains first, naming each node and knob; '' when none.
-``hosts_all | gpudirect_rolling_budget(hostvars, alive, batch)``
+``hosts_all | gpudirect_rolling_budget(hostvars, alive, batch[, held])``
     playbooks/rolling.yml and kernel_update.yml, before each batch: whether the campaign's
     budgets (gpudirect_rolling_max_failed_nodes, gpudirect_rolling_max_out_of_service) let
     it drain this batch ({stop, reason, failed, out_before}).
@@ -23,6 +26,9 @@
 ``settings | gpudirect_drain_protection``
     roles/gpudirect_drain tasks/drain.yml: what one node's drain settings (a dict of the
     knobs) lack to drain it before a disruption (list of str, empty when protected).
+``read | gpudirect_drain_state(scheduler, pattern, note)``
+    roles/gpudirect_drain tasks/state.yml: the node's scheduler state before the run and
+    whose it is ({text, out_of_service, owner: toolkit|other|None}).
 ``hosts | gpudirect_rolling_setting(hostvars, knob[, override, override_name])``
     site.yml: the checked value of ``gpudirect_rolling_batch`` or
     ``gpudirect_rolling_max_fail_percentage`` that every node of the rolling play agrees on;
@@ -65,6 +71,15 @@ def gpudirect_reboot_disruption(reboot_reasons, os_reasons=None):
         raise AnsibleFilterError("gpudirect_reboot_disruption: %s" % exc)
 
 
+def gpudirect_os_reboot_reasons(reasons, flag_policy="report", left_out=False):
+    try:
+        if left_out:
+            return _ROLLING.reboot_flag_only(reasons, flag_policy)
+        return _ROLLING.os_reboot_reasons(reasons, flag_policy)
+    except ValueError as exc:
+        raise AnsibleFilterError("gpudirect_os_reboot_reasons: %s" % exc)
+
+
 def gpudirect_plan_changes(plans):
     try:
         return _ROLLING.changes(plans)
@@ -79,11 +94,12 @@ def gpudirect_rolling_setting(hosts, hostvars, knob, override=None, override_nam
         raise AnsibleFilterError("gpudirect_rolling_setting: %s" % exc)
 
 
-def gpudirect_rolling_budget(hosts_all, hostvars, alive, batch_hosts):
+def gpudirect_rolling_budget(hosts_all, hostvars, alive, batch_hosts, held=None):
     try:
         max_failed = _ROLLING.play_setting(list(hosts_all), hostvars, "gpudirect_rolling_max_failed_nodes")
         max_out = _ROLLING.play_setting(list(hosts_all), hostvars, "gpudirect_rolling_max_out_of_service")
-        return _ROLLING.budget(list(hosts_all), hostvars, list(alive), list(batch_hosts), max_failed, max_out)
+        return _ROLLING.budget(list(hosts_all), hostvars, list(alive), list(batch_hosts), max_failed, max_out,
+                               list(held or ()))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("gpudirect_rolling_budget: %s" % exc)
 
@@ -102,6 +118,13 @@ def gpudirect_drain_protection(settings):
         return _ROLLING.protection(settings)
     except (TypeError, ValueError, AttributeError) as exc:
         raise AnsibleFilterError("gpudirect_drain_protection: %s" % exc)
+
+
+def gpudirect_drain_state(read, scheduler="command", pattern=None, note=None):
+    try:
+        return _ROLLING.scheduler_state(read, scheduler, pattern, note)
+    except ValueError as exc:
+        raise AnsibleFilterError("gpudirect_drain_state: %s" % exc)
 
 
 def gpudirect_rolling_drain_ahead(hosts_all, hostvars, alive, batch_hosts):
@@ -124,6 +147,8 @@ class FilterModule(object):
     def filters(self):
         return {
             "gpudirect_drain_protection": gpudirect_drain_protection,
+            "gpudirect_drain_state": gpudirect_drain_state,
+            "gpudirect_os_reboot_reasons": gpudirect_os_reboot_reasons,
             "gpudirect_plan_changes": gpudirect_plan_changes,
             "gpudirect_plan_disruption": gpudirect_plan_disruption,
             "gpudirect_reboot_disruption": gpudirect_reboot_disruption,

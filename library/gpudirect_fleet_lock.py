@@ -13,13 +13,17 @@ description:
     runs it (user@host, the ansible-playbook pid, the playbook) and when it started.
   - O(state=present) reads the other entries first. An entry is live while its ansible-playbook process runs
     (same controller host, the pid alive and still an Ansible process), or, for an entry written on another
-    controller host (a shared O(dir)), until it is O(stale_after) hours old. A live entry that targets any of
+    controller host (a shared O(dir)), until it has not been renewed for O(stale_after) hours. A live entry that targets any of
     O(hosts) fails the module before anything is done, naming the other campaign, its nodes in common and what
     to do. Stale entries are removed (those of another host are reported first).
   - Two campaigns that start at the same moment both write, then both read again; the one whose entry is older
     (or, at the same second, whose run id sorts first) keeps it, the other removes its own and fails.
   - Campaigns on disjoint nodes run side by side. The per-node lock (M(gpudirect.rdma.gpudirect_lock)) still guards each node
     against a run started from another inventory or controller that does not share O(dir).
+  - O(state=renewed) is the campaign's heartbeat, at each stage of each batch (roles/gpudirect_drain tasks/stage.yml).
+    It writes the time into this campaign's entry (C(renewed)), so that a campaign that runs for days stays live for
+    other controllers while it works and goes stale O(stale_after) hours after it stopped renewing. An entry that is
+    gone (removed as stale by another controller) is taken again as with O(state=present), conflicts checked first.
   - O(state=absent) removes this campaign's entry (same O(run_id)).
   - In check mode nothing is written or removed; a live campaign on the same nodes fails the same way.
 options:
@@ -28,9 +32,9 @@ options:
     type: path
     required: true
   state:
-    description: C(present) takes the lock, C(absent) releases this campaign's entry.
+    description: C(present) takes the lock, C(renewed) renews this campaign's entry (its heartbeat), C(absent) releases it.
     type: str
-    choices: [present, absent]
+    choices: [present, renewed, absent]
     default: present
   run_id:
     description: This campaign's id, the name of its entry; letters, digits, C(.), C(_) and C(-).
@@ -53,9 +57,9 @@ options:
     type: str
     default: ""
   stale_after:
-    description: Hours after which an entry written on another controller host counts as stale.
+    description: Hours without a renewal after which an entry written on another controller host counts as stale.
     type: int
-    default: 24
+    default: 6
 attributes:
   check_mode:
     support: full
@@ -80,6 +84,15 @@ EXAMPLES = r"""
     controller: "{{ holder.controller }}"
     pid: "{{ holder.pid }}"
     playbook: "{{ holder.playbook }}"
+  delegate_to: localhost
+  run_once: true
+
+- name: Renew it at each stage of a batch (the campaign's heartbeat)
+  gpudirect_fleet_lock:
+    dir: "{{ inventory_dir }}/.fleet-lock"
+    run_id: 20261127T101500Z-12345
+    hosts: "{{ ansible_play_hosts_all }}"
+    state: renewed
   delegate_to: localhost
   run_once: true
 
@@ -147,11 +160,13 @@ def liveness(entry, here, now, stale_after_h):
         if ansible_alive(entry.get("pid")):
             return True, ""
         return False, "%s, pid %s is gone" % (entry.get("controller"), entry.get("pid"))
-    age_h = (now - float(entry.get("started") or 0)) / 3600.0
+    # the heartbeat: the later of its start and its last renewal
+    last = max(float(entry.get("started") or 0), float(entry.get("renewed") or 0))
+    age_h = (now - last) / 3600.0
     if age_h < stale_after_h:
         return True, ""
-    return False, "%s on another controller, %.0f h old (stale_after %d h)" % (entry.get("controller"), age_h,
-                                                                              stale_after_h)
+    return False, "%s on another controller, not renewed for %.0f h (stale_after %d h)" % (
+        entry.get("controller"), age_h, stale_after_h)
 
 
 def _conflicts(module, directory, run_id, hosts, here, now, own_started):
@@ -235,6 +250,29 @@ def take(module):
     module.exit_json(**result)
 
 
+def renew(module):
+    """This campaign's heartbeat: the time written into its entry, or the entry taken again when it is gone."""
+    p = module.params
+    path = os.path.join(p["dir"], p["run_id"] + ".json")
+    try:
+        with open(path) as handle:
+            entry = json.load(handle)
+    except (IOError, OSError, ValueError):
+        entry = None
+    if not isinstance(entry, dict) or entry.get("run_id") != p["run_id"]:
+        module.warn("fleet lock: this campaign's entry %s was gone (removed as stale by another controller?): taken "
+                    "again" % path)
+        take(module)
+    result = dict(changed=False, path=path, removed_stale=[], others=[])
+    if not module.check_mode:
+        entry["renewed"] = time.time()
+        tmp = path + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump(entry, handle, indent=1, sort_keys=True)
+        os.rename(tmp, path)
+    module.exit_json(**result)
+
+
 def release(module):
     p = module.params
     path = os.path.join(p["dir"], p["run_id"] + ".json")
@@ -248,13 +286,13 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             dir=dict(type="path", required=True),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
+            state=dict(type="str", choices=["present", "renewed", "absent"], default="present"),
             run_id=dict(type="str", required=True),
             hosts=dict(type="list", elements="str", default=[]),
             controller=dict(type="str", default=""),
             pid=dict(type="int"),
             playbook=dict(type="str", default=""),
-            stale_after=dict(type="int", default=24),
+            stale_after=dict(type="int", default=6),
         ),
         supports_check_mode=True,
     )
@@ -266,6 +304,8 @@ def main():
                              % p["stale_after"])
     if p["state"] == "present":
         take(module)
+    if p["state"] == "renewed":
+        renew(module)
     release(module)
 
 

@@ -247,6 +247,8 @@ def report_rows(hostvars, hosts_all, hosts_alive, final=False, stopped=()):
     failed and unreachable hosts from it). Every node of a failed batch is named: drained
     ones with their resume command, the others as not drained; a node that is gone
     without a recorded failure became unreachable (a rescue records every failure).
+    A node skipped because its jobs outlasted the wait (``gpudirect_drain_skipped``: back
+    in service, untouched) is named with that sentence.
     Nodes of batches that never ran have nothing recorded: they are listed only when
     ``final`` (the run is over) and some node failed or was left drained, as not reached; a
     node drained ahead of its batch (``gpudirect_drain_drained`` without a stage) that the run
@@ -281,6 +283,9 @@ def report_rows(hostvars, hosts_all, hosts_alive, final=False, stopped=()):
                 reason = "failed in this run; " + reason
             rows.append({"node": node, "reason": reason + notes,
                          "resume_command": entry.get("resume_command") or resume})
+        elif _get(hvars, "gpudirect_drain_skipped"):
+            rows.append({"node": node, "reason": str(_get(hvars, "gpudirect_drain_skipped")) + notes,
+                         "resume_command": "-"})
         elif node not in alive or lost:
             gone = "failed" if failure else ("stopped mid-batch" if node in stopped else "unreachable")
             if drained:

@@ -121,6 +121,29 @@ def reboot_disruption(reboot_reasons=None, os_reasons=None):
     return _unique(reasons)
 
 
+# the reboot-required flag files (Debian/Ubuntu's update-notifier, needrestart, unattended-upgrades)
+_REBOOT_FLAG = re.compile(r"^/(var/)?run/reboot-required\b")
+REBOOT_FLAG_POLICIES = ("report", "reboot")
+
+
+def os_reboot_reasons(reasons, flag_policy="report"):
+    """The operating system's reboot reasons the run acts on: a default boot kernel other than the
+    running one always; the reboot-required flag file (``/run/reboot-required exists (packages:
+    ...)``) only with ``flag_policy`` ``reboot`` (``gpudirect_reboot_required_flag``): a package
+    update of any kind sets it, and by default it is reported, not a reason to drain and reboot."""
+    if flag_policy not in REBOOT_FLAG_POLICIES:
+        raise ValueError("gpudirect_reboot_required_flag: %r is not one of %s"
+                         % (flag_policy, ", ".join(REBOOT_FLAG_POLICIES)))
+    reasons = _sentences(reasons, "the OS reboot reasons")
+    return [r for r in reasons if flag_policy == "reboot" or not _REBOOT_FLAG.match(r)]
+
+
+def reboot_flag_only(reasons, flag_policy="report"):
+    """The OS reboot reasons the run reports but does not act on (``os_reboot_reasons`` left them out)."""
+    kept = os_reboot_reasons(reasons, flag_policy)
+    return [r for r in _sentences(reasons, "the OS reboot reasons") if r not in kept]
+
+
 def _unique(items):
     out = []
     for item in items:
@@ -284,7 +307,7 @@ def _nodes_of(value, total):
     return value
 
 
-def budget(hosts_all, hostvars, alive, batch_hosts, max_failed=None, max_out=None):
+def budget(hosts_all, hostvars, alive, batch_hosts, max_failed=None, max_out=None, held=()):
     """Whether the campaign may drain the next batch (issue #30, outcome 1).
 
     ``hosts_all``: the rolling play's nodes (ansible_play_hosts_all); ``alive``: those
@@ -297,12 +320,14 @@ def budget(hosts_all, hostvars, alive, batch_hosts, max_failed=None, max_out=Non
     * out of service with this batch: those, the nodes out of service before the run
       (``gpudirect_drain_out_before``, as read so far) and the batch's own nodes; more
       than ``max_out`` (gpudirect_rolling_max_out_of_service) stops the campaign before
-      this batch is drained.
+      this batch is drained. ``held``: the nodes held out of the run, out of service by
+      another hand (group gpudirect_held), which count as out of service before it.
 
     Returns {"stop": bool, "reason": sentence or "", "failed": [...], "out_before": [...]}.
     """
     batch_set = set(batch_hosts)
     failed, out_before, ahead = _out_of_service(hosts_all, hostvars, alive, batch_set)
+    out_before += sorted(str(h) for h in held or () if str(h) not in out_before)
     total = len(hosts_all)
     cap_failed = _nodes_of(check("gpudirect_rolling_max_failed_nodes", max_failed), total)
     cap_out = _nodes_of(check("gpudirect_rolling_max_out_of_service", max_out), total)
@@ -339,9 +364,11 @@ def _out_of_service(hosts_all, hostvars, alive, batch_set):
     failed, out_before, ahead = [], [], []
     for host in hosts_all:
         variables = _variables(hostvars, host)
-        if _flag(variables, "gpudirect_drain_out_before"):
+        # an admin's drain, or an earlier run's of this toolkit still in place
+        if _flag(variables, "gpudirect_drain_out_before") or _flag(variables, "gpudirect_drain_own_before"):
             out_before.append(str(host))
-        if host in batch_set:
+        # skipped (its jobs outlasted the wait): back in service, untouched, not a failure
+        if host in batch_set or variables.get("gpudirect_drain_skipped"):
             continue
         if variables.get("gpudirect_drain_stage") is None:
             if host in alive_set and _flag(variables, "gpudirect_drain_ahead"):
@@ -475,6 +502,9 @@ def protection(variables, aliases=None):
     knob to a deprecated variable that the playbook still takes in its place."""
     if _flag(variables, "gpudirect_drain_nodes_run_no_jobs"):
         return []
+    # built-in Slurm support drains, waits (until DRAINED) and resumes through scontrol
+    if variables.get("gpudirect_drain_scheduler") == "slurm":
+        return []
     aliases = aliases or {}
     variables = dict(variables)
     for knob, alias in aliases.items():
@@ -490,6 +520,48 @@ def protection(variables, aliases=None):
     if not variables.get("gpudirect_drain_resume_command"):
         missing.append("no resume (gpudirect_drain_resume_command is empty)")
     return missing
+
+
+SCHEDULERS = ("command", "slurm")
+
+
+def scheduler_state(read, scheduler="command", pattern=None, note=None):
+    """The node's scheduler state from before the run touched it, and whose it is:
+    ``{text, out_of_service, owner}``, owner ``toolkit`` (an earlier run of this toolkit
+    drained it: its run was killed or lost, or it left the node drained on purpose),
+    ``other`` (an admin's drain, the scheduler's own DOWN) or None (in service).
+
+    ``read``: with ``scheduler`` ``slurm`` the result of the module gpudirect_slurm_node
+    (action query), whose ``node`` status says the owner from the drain's reason; with
+    ``command`` the registered result of ``gpudirect_drain_state_command``, judged by
+    ``pattern`` (``gpudirect_drain_state_out_of_service_pattern``). A command's output says no
+    reason this code can trust, so there an out-of-service node is the toolkit's own only
+    when an earlier run's note is on the node (``note``: ``gpudirect_drain_left_behind``).
+    None when nothing was read (no state command): in service as far as the run knows."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError("gpudirect_drain_scheduler: %r is not one of %s" % (scheduler, ", ".join(SCHEDULERS)))
+    if not isinstance(read, dict) or read.get("skipped"):
+        return None
+    if scheduler == "slurm":
+        status = read.get("node")
+        if not isinstance(status, dict):
+            raise ValueError("gpudirect_slurm_node returned no node status: %r" % (read,))
+        out = bool(status.get("out_of_service"))
+        owner = status.get("owner") if out else None
+        if out and owner not in ("toolkit", "other"):
+            raise ValueError("gpudirect_slurm_node: node %s is out of service with an unknown owner %r"
+                             % (status.get("name"), owner))
+        text = str(status.get("state") or "")
+        if status.get("reason"):
+            text += ', reason "%s"' % status["reason"]
+        return {"text": text, "out_of_service": out, "owner": owner}
+    text = str(read.get("stdout") or "").strip()
+    try:
+        out = bool(re.search(pattern or r"(?!)", text))
+    except re.error as exc:
+        raise ValueError("gpudirect_drain_state_out_of_service_pattern: %r is not a regular expression: %s"
+                         % (pattern, exc))
+    return {"text": text, "out_of_service": out, "owner": (("toolkit" if note else "other") if out else None)}
 
 
 def unprotected(nodes, hostvars, aliases=None):

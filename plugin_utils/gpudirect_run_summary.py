@@ -9,7 +9,9 @@ unit tests exercise the same code:
   ok / changed / failed / skipped, unreachable, the task and message that failed it,
   the verification verdict (``gpudirect_verify_status``), whether this run drained it,
   resumed it or left it drained (``gpudirect_drain_drained``,
-  ``gpudirect_drain_left_drained``) and the notes (``gpudirect_drain_notes``), its first
+  ``gpudirect_drain_left_drained``), whether it was held out of the run, out of service by
+  another hand (``gpudirect_drain_held``, verdict ``held``), skipped because its jobs outlasted
+  the drain's wait (``gpudirect_drain_skipped``, verdict ``skipped``), the notes (``gpudirect_drain_notes``), its first
   and last task times and the seconds between;
 * per run: its id, the playbooks, the controller, start, end, duration, the totals and
   the verdict (``ok`` when no node failed or was unreachable);
@@ -30,7 +32,8 @@ import time
 
 # the facts of the toolkit's roles that the summary reads from set_fact results
 WATCHED = ("gpudirect_drain_stage", "gpudirect_verify_status", "gpudirect_drain_drained",
-           "gpudirect_drain_left_drained", "gpudirect_drain_notes", "gpudirect_drain_out_before")
+           "gpudirect_drain_left_drained", "gpudirect_drain_notes", "gpudirect_drain_out_before",
+           "gpudirect_drain_held", "gpudirect_drain_skipped")
 
 
 def _iso(ts):
@@ -75,7 +78,7 @@ class Summary(object):
         if host not in self.nodes:
             self.nodes[host] = {"stages": [], "ok": 0, "changed": 0, "failed": 0, "skipped": 0, "unreachable": False,
                                 "failed_task": None, "verify": None, "drained": False, "resumed": False,
-                                "left_drained": None, "out_of_service_before": False, "notes": [],
+                                "left_drained": None, "out_of_service_before": False, "held": None, "skipped_why": None, "notes": [],
                                 "first_task": None, "last_task": None}
         return self.nodes[host]
 
@@ -125,6 +128,10 @@ class Summary(object):
                     node["notes"].append(str(note))
         elif key == "gpudirect_drain_out_before":
             node["out_of_service_before"] = _flag(value)
+        elif key == "gpudirect_drain_skipped":
+            node["skipped_why"] = " ".join(str(value).split()) if value else None
+        elif key == "gpudirect_drain_held":
+            node["held"] = " ".join(str(value).split()) if value else None
 
     def finish(self, stats=None, now=None):
         """End the run; ``stats``: {host: {failures, unreachable}} from Ansible's recap."""
@@ -143,6 +150,10 @@ class Summary(object):
             return "failed"
         if node["left_drained"]:
             return "left_drained"
+        if node["held"]:
+            return "held"
+        if node["skipped_why"]:
+            return "skipped"
         return "ok"
 
     def as_dict(self):
@@ -157,7 +168,7 @@ class Summary(object):
             nodes[host] = node
         verdicts = [n["verdict"] for n in nodes.values()]
         totals = {"nodes": len(nodes), "changed_nodes": sum(1 for n in nodes.values() if n["changed"])}
-        for name in ("ok", "failed", "unreachable", "left_drained"):
+        for name in ("ok", "failed", "unreachable", "left_drained", "held", "skipped"):
             totals[name] = verdicts.count(name)
         totals["drained"] = sum(1 for n in nodes.values() if n["drained"])
         totals["resumed"] = sum(1 for n in nodes.values() if n["resumed"])
@@ -194,7 +205,7 @@ def render_prometheus(summary):
            [((("playbook", playbook),), 1 if summary["result"] == "ok" else 0)])
     metric("gpudirect_run_nodes", "gauge", "Nodes of the last run by verdict.",
            [((("playbook", playbook), ("verdict", name)), summary["totals"][name])
-            for name in ("ok", "failed", "unreachable", "left_drained")])
+            for name in ("ok", "failed", "unreachable", "left_drained", "held", "skipped")])
     nodes = summary["nodes"]
     metric("gpudirect_node_verification_passed", "gauge",
            "1 when the node's GPUDirect RDMA verification passed in the last run, 0 when it ran and did not pass.",

@@ -7,6 +7,7 @@ node runs no jobs. Otherwise the run is refused before any change on any node
 and gpudirect_drain's drain entry point refuses the node on every other way in.
 Each refusal names the node and the knobs.
 """
+import json
 import os
 import textwrap
 
@@ -136,9 +137,47 @@ def scheduler(tmp_path, state, note):
 
 @pytest.mark.parametrize("state", ["drained Bad DIMM [admin@2026-11-20T10:00:00]", "down* Not responding",
                                    "maint reservation", "true"])
-def test_a_node_out_of_service_before_the_run_keeps_its_state_and_reason(tmp_path, state, note):
+def test_a_node_someone_else_took_out_of_service_is_held_out_untouched_by_default(tmp_path, state, note):
+    """Issue #43, outcome 3: gpudirect_drain_admin_drained: skip (the default) leaves it exactly as it is."""
     log, extra = scheduler(tmp_path, state, note)
     p = play_on_localhost(tmp_path, CYCLE, extra)
+    assert p.returncode == 0, p.stdout
+    # its state was read, and nothing else: no drain, no wait, no resume
+    assert log.read_text().split() == ["state"]
+    assert "localhost: out of service before this run by another hand (%s)" % state in p.stdout
+    assert "gpudirect_drain_admin_drained: skip" in p.stdout
+    assert "Resume or not" not in p.stdout and not os.path.exists(note)
+
+
+def test_an_earlier_runs_drain_with_its_note_on_the_node_is_taken_over_and_resumed(tmp_path, note):
+    """Issue #43, outcome 2: the node a killed run drained reads as out of service, but its note says whose."""
+    with open(note, "w") as handle:
+        json.dump({"reason": "drained for a disruptive change by site.yml ...", "resume_command": ["true"],
+                   "intent": True, "since": "2026-11-29T03:00:00Z", "run": "20261129T030000Z-1", "stage": "drivers"},
+                  handle)
+    log, extra = scheduler(tmp_path, "drained gpudirect run 20261129T030000Z-1: drivers", note)
+    left_behind = role_tasks_play("gpudirect_drain", "left_behind", then=textwrap.indent(textwrap.dedent("""\
+        - name: The drain tasks
+          ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: drain}
+        - name: Stand in for a verification that passed
+          ansible.builtin.set_fact:
+            gpudirect_verify_status: passed
+        - name: Resume or not
+          ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: resume}
+        """), "    "))
+    p = play_on_localhost(tmp_path, left_behind, extra)
+    assert p.returncode == 0, p.stdout
+    assert "localhost is drained by an earlier run of this toolkit" in p.stdout
+    # drained again under this run's reason, waited for, resumed after the passed verification
+    assert log.read_text().split() == ["state", "drain", "idle", "resume"]
+    assert not os.path.exists(note)
+
+
+@pytest.mark.parametrize("state", ["drained Bad DIMM [admin@2026-11-20T10:00:00]", "down* Not responding",
+                                   "maint reservation", "true"])
+def test_a_node_out_of_service_before_the_run_keeps_its_state_and_reason(tmp_path, state, note):
+    log, extra = scheduler(tmp_path, state, note)
+    p = play_on_localhost(tmp_path, CYCLE, dict(extra, gpudirect_drain_admin_drained="include"))
     assert p.returncode == 0, p.stdout
     # its state was read, it was waited for, but neither drained again nor resumed
     assert log.read_text().split() == ["state", "idle"]

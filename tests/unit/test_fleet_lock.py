@@ -112,7 +112,7 @@ def test_another_controllers_entry_counts_until_stale_after(tmp_path, run_module
     refused = take(run_module, locks, ["gpu1"])
     assert refused["failed"] is True and "carol@bastion-2" in refused["msg"]
     taken = take(run_module, locks, ["gpu1"], stale_after=2)
-    assert taken.get("failed") is not True and "on another controller, 3 h old" in taken["removed_stale"][0]
+    assert taken.get("failed") is not True and "on another controller, not renewed for 3 h" in taken["removed_stale"][0]
 
 
 def test_the_older_of_two_racing_campaigns_keeps_the_lock(tmp_path, run_module, other_campaign):
@@ -176,3 +176,38 @@ def test_site_yml_stops_at_its_first_play_when_another_campaign_holds_a_node(tmp
     plays = [line for line in proc.stdout.splitlines() if line.startswith("PLAY [")]
     assert len(plays) == 1 and plays[0].startswith("PLAY [Take the fleet lock for the nodes of this run]"), plays
     assert sorted(os.listdir(str(tmp_path / "inv" / ".fleet-lock"))) == ["20261127T090000Z-77.json"]
+
+
+def test_a_renewed_campaign_of_another_controller_stays_live_past_stale_after(tmp_path, run_module):
+    """The heartbeat (issue #43, outcome 6): started 30 h ago, renewed 1 h ago, it still holds its nodes."""
+    locks = tmp_path / "locks"
+    entry(locks, "20261126T080000Z-5", ["gpu1"], 5, controller="carol@bastion-2", started=time.time() - 30 * 3600)
+    data = json.loads((locks / "20261126T080000Z-5.json").read_text())
+    data["renewed"] = time.time() - 3600
+    (locks / "20261126T080000Z-5.json").write_text(json.dumps(data))
+    refused = take(run_module, locks, ["gpu1"], stale_after=6)
+    assert refused["failed"] is True and "carol@bastion-2" in refused["msg"]
+    # seven hours without a renewal: stale, however recent its start
+    data["renewed"], data["started"] = time.time() - 7 * 3600, time.time() - 8 * 3600
+    (locks / "20261126T080000Z-5.json").write_text(json.dumps(data))
+    taken = take(run_module, locks, ["gpu1"], stale_after=6)
+    assert taken.get("failed") is not True
+    assert "on another controller, not renewed for 7 h (stale_after 6 h)" in taken["removed_stale"][0]
+
+
+def test_renewal_writes_the_time_and_takes_a_lost_entry_again(tmp_path, run_module):
+    locks = tmp_path / "locks"
+    take(run_module, locks, ["gpu1"])
+    before = time.time()
+    assert take(run_module, locks, ["gpu1"], state="renewed").get("failed") is not True
+    written = json.loads((locks / "20261127T101500Z-1.json").read_text())
+    assert written["renewed"] >= before and written["started"] <= written["renewed"]
+    # check mode writes nothing
+    (locks / "20261127T101500Z-1.json").write_text(json.dumps(dict(written, renewed=1.0)))
+    take(run_module, locks, ["gpu1"], state="renewed", check_mode=True)
+    assert json.loads((locks / "20261127T101500Z-1.json").read_text())["renewed"] == 1.0
+    # another controller removed it as stale: taken again, with a warning
+    os.unlink(str(locks / "20261127T101500Z-1.json"))
+    again = take(run_module, locks, ["gpu1"], state="renewed")
+    assert again.get("failed") is not True and any("was gone" in str(w) for w in again.get("warnings", []))
+    assert (locks / "20261127T101500Z-1.json").exists()

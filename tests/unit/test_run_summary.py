@@ -80,7 +80,7 @@ def test_every_run_writes_a_summary_with_each_nodes_stages_verdict_and_drain(tmp
     assert re.match(r"^\d{8}T\d{6}Z-play-\d+$", data["run_id"]) and data["playbooks"] == [str(tmp_path / "play.yml")]
     assert data["result"] == "failed"
     assert data["totals"] == {"nodes": 4, "changed_nodes": 3, "ok": 1, "failed": 1, "unreachable": 1,
-                              "left_drained": 1, "drained": 4, "resumed": 1}
+                              "left_drained": 1, "held": 0, "skipped": 0, "drained": 4, "resumed": 1}
     a, b, c, lost = (data["nodes"][h] for h in ("gpu-a", "gpu-b", "gpu-c", "gpu-lost"))
     assert a["stages"] == ["drain", "verify"] and a["verify"] == "passed" and a["resumed"] and not a["still_drained"]
     assert a["verdict"] == "ok" and a["changed"] == 1
