@@ -255,7 +255,15 @@ def _at(node, target):
     if node.get("default") and node.get("running") and node["default"] != node["running"]:
         return False, ("its packages are at the target, but it runs %s and boots %s next: the chain (DKMS, one "
                        "reboot, verification) did not finish" % (node["running"], node["default"]))
-    return True, "at the target %s, running %s" % (_show(target), node.get("running") or "?")
+    # done only once verified on the target: the campaign's record says on which kernel it last was
+    # (null from the install on); a record without the key predates it and counts as verified
+    record = node.get("record") if isinstance(node.get("record"), dict) else {}
+    if record.get("target") == target and "verified" in record and record["verified"] != node.get("running"):
+        return False, ("it runs the target %s but was not verified on it (an earlier run stopped after its reboot, "
+                       "before its verification passed): verified in this run, and resumed only when it passes"
+                       % (node.get("running") or "?"))
+    verified = ", verified on it" if record.get("target") == target and record.get("verified") else ""
+    return True, "at the target %s, running %s%s" % (_show(target), node.get("running") or "?", verified)
 
 
 def node_plan(host, node, target):

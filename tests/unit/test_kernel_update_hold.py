@@ -52,6 +52,7 @@ def _run(tmp_path_factory, extra_args=()):
         "plan.yml": "- name: Every node needs the update\n  ansible.builtin.group_by:\n    key: kernel_update_pending\n",
         "drain.yml": "- name: Drain\n  ansible.builtin.include_role:\n    name: gpudirect_drain\n    tasks_from: drain\n",
         "resume.yml": "- name: Resume\n  ansible.builtin.include_role:\n    name: gpudirect_drain\n    tasks_from: resume\n",
+        "verified.yml": LOG.format(event="verified"),
     })
     _role(root, "gpudirect_dkms", {"main.yml": LOG.format(event="dkms") + textwrap.dedent("""\
         - name: Fail the build where the inventory says so

@@ -122,6 +122,26 @@ def test_packages_at_the_target_with_an_unfinished_chain_are_pending():
     assert "held its default boot kernel" in out["pending"]["h"]
 
 
+def test_a_node_that_rebooted_into_the_target_is_done_only_once_verified_on_it():
+    """Issue #43, outcome 7: an earlier run installed the target and rebooted the node, then stopped
+    before its verification (the campaign's record says verified: null): still pending."""
+    target = {"linux-image-amd64": "6.1.192-2", "linux-headers-amd64": "6.1.192-2"}
+    stopped = node("6.1.192-2", "6.1.192-2", running="6.1.0-41-amd64", default="6.1.0-41-amd64",
+                   record={"target": target, "verified": None})
+    proven = node("6.1.192-2", "6.1.192-2", running="6.1.0-41-amd64", default="6.1.0-41-amd64",
+                  record={"target": target, "verified": "6.1.0-41-amd64"})
+    # verified on the kernel it ran before the update: not on this one
+    older = node("6.1.192-2", "6.1.192-2", running="6.1.0-41-amd64", default="6.1.0-41-amd64",
+                 record={"target": target, "verified": "6.1.0-40-amd64"})
+    # a record written before the toolkit recorded verifications counts as verified
+    legacy = node("6.1.192-2", "6.1.192-2", running="6.1.0-41-amd64", default="6.1.0-41-amd64",
+                  record={"target": target})
+    out = ku.campaign({"s": stopped, "p": proven, "o": older, "l": legacy}, "", META)
+    assert sorted(out["pending"]) == ["o", "s"] and sorted(out["done"]) == ["l", "p"]
+    assert "was not verified on it" in out["pending"]["s"] and "resumed only when it passes" in out["pending"]["s"]
+    assert out["done"]["p"].endswith("verified on it") and not out["done"]["l"].endswith("verified on it")
+
+
 def test_a_campaign_an_earlier_run_recorded_is_finished_before_a_newer_kernel():
     # days later: the mirror now offers 6.1.199-1; n1 got the campaign's 6.1.192-2 and recorded it
     target = {"linux-image-amd64": "6.1.192-2", "linux-headers-amd64": "6.1.192-2"}
