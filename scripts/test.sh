@@ -17,13 +17,17 @@
 #            private link)
 #   secureboot  Molecule scenario `secureboot`: the node rdma saved, booted
 #            through UEFI Secure Boot, a signed chain, MOK enrolment
+#   slurm    Molecule scenario `slurm`: a real Slurm (slurmctld, slurmd, munge) in
+#            podman containers with real jobs; campaigns with the built-in Slurm
+#            support (admin drains kept, waits, skips, a killed run finished)
 #   vm       rdma, then kernel_update, one after the other
 # kernel_update and secureboot wait for rdma to have saved its node in this suite
 # when rdma runs in another lane, and start at once when run alone
 # (scripts/test.sh kernel_update).
 #
 # With no arguments the default set runs in four lanes at once. In the background,
-# each in its own lane: rdma, kernel_update and secureboot; the last two start
+# each in its own lane: rdma (then slurm, niced, in the slack that lane has before
+# the suite's last lane ends), kernel_update and secureboot; the last two start
 # when rdma saves its node, and from then on the three VM scenarios run side by
 # side while rdma goes on with its later checks. In the foreground: static, unit,
 # container, pair at a lower priority (nice 10), so that the VM lanes, the longest,
@@ -138,6 +142,9 @@ stage_secureboot() { after_saved rdma rdma-converged && { renice -n 5 -p "$BASHP
 # the VM chain one after the other: rdma first, the others start from the node it saves
 stage_vm() { scenarios rdma kernel_update; }
 stage_pair() { scenarios pair; }
+# containers only, after rdma in its lane, which ends long before kernel_update's (CI's stop 41:
+# about 25 minutes before): niced like the foreground lane, so that the VM lanes keep the cores
+stage_slurm() { renice -n 10 -p "$BASHPID" >/dev/null || true; scenarios slurm; }
 
 results=${GPUDIRECT_TEST_RESULTS:-}
 # run_stages STAGE...: each stage in turn; writes "STAGE RESULT SECONDS" lines to
@@ -146,7 +153,7 @@ run_stages() {
   local s t0 r
   for s in "$@"; do
     if ! declare -F "stage_$s" >/dev/null; then
-      echo "=== $s: no such stage (static unit container pair rdma kernel_update secureboot vm)"
+      echo "=== $s: no such stage (static unit container pair rdma kernel_update secureboot slurm vm)"
       echo "$s FAILED 0" >>"$results"; continue
     fi
     if [[ $s =~ ^(vm|rdma|kernel_update|pair|secureboot)$ && ! -d molecule/rdma ]]; then
@@ -179,7 +186,7 @@ if (($#)); then
   order=("$@")
   run_stages "$@"
 else
-  order=(static unit container pair rdma kernel_update secureboot)
+  order=(static unit container pair rdma slurm kernel_update secureboot)
   # lane LOG STAGE...: a background lane in its own session (one kill stops it with
   # its qemu and molecule), writing .cache/lane-LOG.log
   lane() {
@@ -191,7 +198,7 @@ else
   lane_pids=() lane_names=()
   trap 'for p in "${lane_pids[@]}"; do kill -TERM -- -"$p" 2>/dev/null; done; rm -f "$results"' EXIT
   trap 'exit 130' INT TERM
-  lane rdma rdma
+  lane rdma rdma slurm
   # the lanes after it wait for the disk that rdma saves (after_saved): from then on the
   # three VM scenarios run side by side and keep both cores busy to the end
   export GPUDIRECT_TEST_LANE_PID=${lane_pids[0]}

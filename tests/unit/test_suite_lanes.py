@@ -70,9 +70,9 @@ def test_the_default_set_runs_the_vm_scenarios_in_their_own_lanes_beside_the_nic
     niced = 'renice -n 10 -p "$BASHPID" >/dev/null; run_stages static unit container pair )'
     assert niced in text
     # every VM lane starts before the niced foreground stages
-    for lane in ("  lane rdma rdma\n", "  lane kernel_update kernel_update\n", "  lane secureboot secureboot\n"):
+    for lane in ("  lane rdma rdma slurm\n", "  lane kernel_update kernel_update\n", "  lane secureboot secureboot\n"):
         assert text.index(lane) < text.index(niced), lane
-    assert "order=(static unit container pair rdma kernel_update secureboot)" in text
+    assert "order=(static unit container pair rdma slurm kernel_update secureboot)" in text
 
 
 def test_the_default_set_starts_kernel_update_in_its_own_lane_after_rdma_saves():
@@ -83,7 +83,7 @@ def test_the_default_set_starts_kernel_update_in_its_own_lane_after_rdma_saves()
     # secureboot, started at the same save, runs at nice 5: kernel_update ends the suite
     assert ('stage_secureboot() { after_saved rdma rdma-converged && { renice -n 5 -p "$BASHPID" >/dev/null || true; '
             'scenarios secureboot; }; }') in text
-    rdma_lane, ku_lane = text.index("  lane rdma rdma\n"), text.index("  lane kernel_update kernel_update\n")
+    rdma_lane, ku_lane = text.index("  lane rdma rdma slurm\n"), text.index("  lane kernel_update kernel_update\n")
     # the kernel_update and secureboot lanes know which lane to wait for
     assert rdma_lane < text.index('export GPUDIRECT_TEST_LANE_PID=${lane_pids[0]}') < ku_lane
     assert ku_lane < text.index("  lane secureboot secureboot\n")

@@ -39,7 +39,8 @@ def _test_sh_stages():
     stages = {}
     for stage, names in re.findall(r"^stage_(\w+)\(\) \{.*?scenarios ([\w ]+);", text, re.M):
         for name in names.split():
-            stages[name] = "container" if stage == "container" else "vm"
+            # the slurm stage's nodes are containers of the node image with Slurm added
+            stages[name] = "container" if stage in ("container", "slurm") else "vm"
     return stages
 
 
@@ -86,7 +87,7 @@ def test_every_cited_tier_exists_and_runs_where_the_matrix_says():
                     with open(os.path.join(scenario, "molecule.yml")) as f:
                         spec = f.read()
                     if tier == "container":
-                        assert re.search(r"image: .*gpudirect-node:debian12", spec), name
+                        assert re.search(r"image: .*gpudirect-node:debian12", spec) or "tests/harness/slurm/" in spec, name
                     else:
                         assert "vm.py" in spec or "harness/vm" in spec, name
     # every scenario scripts/test.sh runs is cited somewhere

@@ -13,7 +13,16 @@
 5. Interrupts the first controller as Ctrl-C does (SIGINT to its process group) and waits
    for it to end.
 Writes OUT_DIR/stop.json ({first_rc, second_rc, batch, stopped}) and exits 0 when every step
-happened; check_rolling.py judges what the runs did. Standard library only.
+happened; check_rolling.py judges what the runs did.
+
+    interrupt_run.py --kill STATE_DIR NODE OUT_DIR ARGV_JSON
+
+The slurm scenario's crash (molecule/slurm): starts ARGV_JSON in its own session, its output in
+OUT_DIR/crash-output.txt; once STATE_DIR/log says NODE was disrupted and the slow step runs on
+it, kills the whole process group with SIGKILL, as a controller that loses power stops: no
+rescue, no report, no lock released. Writes OUT_DIR/crash.json ({rc, killed, node}) and exits 0
+when the kill came mid-batch, 1 when the run ended or never reached NODE within 300 s.
+Standard library only.
 """
 
 import json
@@ -37,7 +46,33 @@ def _sleeping(node):
                           stderr=subprocess.DEVNULL).returncode == 0
 
 
+def kill(argv):
+    """--kill STATE_DIR NODE OUT_DIR ARGV_JSON: SIGKILL the run once NODE works in its slow step."""
+    if len(argv) != 6:
+        sys.exit(__doc__)
+    state, node, out, run_argv = argv[2], argv[3], argv[4], json.loads(argv[5])
+    os.makedirs(out, exist_ok=True)
+    killed = False
+    with open(os.path.join(out, "crash-output.txt"), "w") as output:
+        run = subprocess.Popen(run_argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 300
+        while time.time() < deadline and run.poll() is None:
+            if node in _disrupted(state) and _sleeping(node):
+                os.killpg(run.pid, signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(1)
+        if run.poll() is None and not killed:
+            os.killpg(run.pid, signal.SIGKILL)
+        rc = run.wait()
+    with open(os.path.join(out, "crash.json"), "w") as handle:
+        json.dump({"rc": rc, "killed": killed, "node": node}, handle)
+    return 0 if killed else 1
+
+
 def main(argv):
+    if argv[1:2] == ["--kill"]:
+        return kill(argv)
     if len(argv) != 6:
         sys.exit(__doc__)
     state, out, stop_node = argv[1], argv[2], argv[3]
