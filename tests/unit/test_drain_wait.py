@@ -1,7 +1,9 @@
-"""gpudirect_drain's drain entry point on this machine (issue #13, outcome 2): a wait that
-never sees the node idle fails the node at the timeout, drained and untouched, with a
-message naming the knobs; the hooks' output (a scheduler token, say) stays out of the log
-while gpudirect_drain_no_log is true, and shows once it is false."""
+"""gpudirect_drain's drain entry point on this machine (issue #13, outcome 2; issue #43, outcome 3):
+a wait that never sees the node idle skips the node at the timeout by default, back in service
+(its resume command run) and untouched, the run going on; with gpudirect_drain_wait_timeout_action:
+fail it fails the node, drained and untouched, with a message naming the knobs; the hooks' output
+(a scheduler token, say) stays out of the log while gpudirect_drain_no_log is true, and shows
+once it is false."""
 
 import os
 import uuid
@@ -23,7 +25,7 @@ PLAY = """\
 SECRET = "token-5f2d9c0e-not-for-logs"
 
 
-def _drain(tmp_path, busy, no_log, timeout=3, interval=1):
+def _drain(tmp_path, busy, no_log, timeout=3, interval=1, action="fail"):
     calls = tmp_path / "calls"
     # the stand-in scheduler: the drain prints a secret, the wait prints it and says busy
     # (exit 1) while `busy`, idle (exit 0) otherwise; each call is logged with its time
@@ -31,7 +33,8 @@ def _drain(tmp_path, busy, no_log, timeout=3, interval=1):
     extra = {
         "gpudirect_drain_command": ["sh", "-c", "echo drain >>%s; echo %s" % (calls, SECRET)],
         "gpudirect_drain_wait_command": ["sh", "-c", wait],
-        "gpudirect_drain_resume_command": ["true"],
+        "gpudirect_drain_resume_command": ["sh", "-c", "echo resume >>%s" % calls],
+        "gpudirect_drain_wait_timeout_action": action,
         "gpudirect_drain_wait_timeout": timeout,
         "gpudirect_drain_wait_interval": interval,
         "gpudirect_drain_no_log": no_log,
@@ -59,6 +62,18 @@ def test_a_node_that_never_becomes_idle_fails_at_the_timeout_with_the_knobs_name
     # no_log: neither the hooks' output nor the last wait output reach the log
     assert SECRET not in out
     assert "Last output: hidden (gpudirect_drain_no_log is true; set it false to see it)." in out
+
+
+def test_by_default_a_node_that_never_becomes_idle_is_skipped_back_in_service_and_untouched(tmp_path):
+    proc, calls = _drain(tmp_path, busy=True, no_log=True, action="skip")
+    out = proc.stdout
+    # not a failure: the campaign goes on without it
+    assert proc.returncode == 0, out[-3000:]
+    assert ("localhost skipped: the jobs on it did not end within gpudirect_drain_wait_timeout=3 s "
+            "(gpudirect_drain_wait_command still exits 1); resumed, not changed") in out
+    # drained, polled, then resumed: the drain this run put on it is undone, nothing else ran
+    assert calls[0] == "drain" and calls[-1] == "resume" and calls.count("resume") == 1, calls
+    assert "Mark the node out of service and idle" not in out
 
 
 def test_with_no_log_off_the_last_wait_output_is_shown(tmp_path):

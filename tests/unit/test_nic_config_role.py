@@ -64,6 +64,9 @@ def node(tmp_path):
     class Node:
         @staticmethod
         def play(extra, check=False):
+            # the role alone on a node in service refuses its disruption (gpudirect_drain disrupt): this
+            # test node runs no jobs, as a server not yet in service
+            extra = dict({"gpudirect_drain_nodes_run_no_jobs": True}, **extra)
             done = play_on_localhost(tmp_path, PLAY % tree.root, extra, check=check, env_extra=env)
             found = [line for line in done.stdout.splitlines() if '"msg": "RESULT ' in line]
             result = json.loads(json.loads("{%s}" % found[-1].strip())["msg"][len("RESULT "):]) if found else None
@@ -173,7 +176,9 @@ def test_sysfs_root_knob_reaches_the_plan_and_the_set(tmp_path):
     state = tmp_path / "standin-state"
     env = {"PATH": "%s:%s" % (bindir, os.environ["PATH"]), "STANDIN_MLXCONFIG_STATE": str(state)}
     subprocess.run([sys.executable, STANDIN, "--standin-add", CX7, "ConnectX7"], check=True, env=dict(os.environ, **env))
-    wanted = {"gpudirect_nic_config_params": {"ATS_ENABLED": True}, "gpudirect_nic_config_sysfs_root": str(tree.root)}
+    # a test node that runs no jobs: the role alone sets values that wait for a reset (a disruption)
+    wanted = {"gpudirect_nic_config_params": {"ATS_ENABLED": True}, "gpudirect_nic_config_sysfs_root": str(tree.root),
+              "gpudirect_drain_nodes_run_no_jobs": True}
 
     done, result = _play_root_knob(tmp_path, wanted, env)
     assert done.returncode == 0, done.stdout

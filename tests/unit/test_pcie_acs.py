@@ -1120,7 +1120,10 @@ def _role(tmp_path, tree, what, *extra):
                   "__gpudirect_pcie_acs_conf_dir": str(etc), "__gpudirect_pcie_acs_conf_path": str(etc / "pcie-acs.conf"),
                   "__gpudirect_pcie_acs_script_path": str(etc / "gpudirect-pcie-acs"),
                   "__gpudirect_pcie_acs_unit_path": str(etc / "gpudirect-pcie-acs.service"),
-                  "ansible_facts": {"os_family": "Debian", "kernel": "6.12.0"}}
+                  "ansible_facts": {"os_family": "Debian", "kernel": "6.12.0"},
+                  # the role alone clears ACS under bound devices (a disruption): on a node that runs no
+                  # jobs only, as nothing drains it here (gpudirect_drain disrupt)
+                  "gpudirect_drain_nodes_run_no_jobs": True}
     if plan_out.exists():
         plan_out.unlink()
     env = playbook_env(tmp_path)

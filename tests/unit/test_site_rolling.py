@@ -171,7 +171,9 @@ def _project(tmp_path):
                   ansible.builtin.set_fact:
                     __stub_locked: false
             """),
-        "drain.yml": _log("drain"),
+        # the real entry point's contract: from here on the node is drained and idle (the stage roles'
+        # disruptions go ahead, gpudirect_drain disrupt)
+        "drain.yml": _log("drain") + "- name: Drained and idle\n  ansible.builtin.set_fact:\n    gpudirect_drain_idle: true\n",
         # the real entry point notes the stage (and writes it into the note and the scheduler's reason)
         "stage.yml": "- name: Note the stage\n  ansible.builtin.set_fact:\n"
                      "    gpudirect_drain_stage: \"{{ gpudirect_drain_stage_next }}\"\n",
@@ -261,7 +263,7 @@ FLEET = {
     "n1": {"stub_unchanged": True},
     "n2": {"stub_changes": {"gpudirect_peermem": ["enable gpudirect-nvidia-peermem.service"]}},
     "n3": {"stub_disrupt": {"gpudirect_mlnx_ofed": ["openibd restart: OFED 24.10-1.1.4 -> 25.01-0.6.0"]}},
-    "n4": {"stub_os_reasons": ["/run/reboot-required exists (packages: libc6)"]},
+    "n4": {"stub_os_reasons": ["default boot kernel 6.1.0-28-amd64 differs from running 6.1.0-27-amd64"]},
 }
 
 
@@ -290,9 +292,24 @@ def test_unchanged_nodes_are_only_verified_and_disruptive_ones_rolled_one_at_a_t
     # every other node was done before the first drain
     assert order.index("n2 record") < order.index("n3 lock")
     assert "n3: disruptive, so drained and rolled in batches" in proc.stdout
-    assert "reboot (operating system): /run/reboot-required exists (packages: libc6)" in proc.stdout
+    assert "reboot (operating system): default boot kernel 6.1.0-28-amd64 differs from running 6.1.0-27-amd64" in proc.stdout
     # the table of nodes left drained ends the run: none
     assert events[-1] == ("report", "")
+
+
+def test_the_reboot_required_flag_alone_is_reported_not_drained_nor_rebooted(project):
+    """Issue #43, outcome 3: /run/reboot-required (any package update may set it) is reported; with
+    gpudirect_reboot_required_flag: reboot it is a reason to drain and reboot."""
+    flag = {"stub_os_reasons": ["/run/reboot-required exists (packages: libc6)"]}
+    proc, events = _run(project, {"n4": flag})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    n4 = _of(events, "n4")
+    assert "drain" not in n4 and "reboot" not in n4 and n4[-3:] == ["verify", "record", "unlock"]
+    assert ("n4: the operating system asks for a reboot (/run/reboot-required exists (packages: libc6)); reported only, "
+            "no drain or reboot for it (gpudirect_reboot_required_flag: reboot acts on it)") in proc.stdout
+    proc, events = _run(project, {"n4": dict(flag, gpudirect_reboot_required_flag="reboot")})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _of(events, "n4")[_of(events, "n4").index("lock"):][:2] == ["lock", "drain"]
 
 
 def test_a_failed_verification_leaves_the_node_drained_and_stops_before_the_next_batch(project):
