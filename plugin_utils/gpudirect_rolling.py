@@ -126,22 +126,28 @@ _REBOOT_FLAG = re.compile(r"^/(var/)?run/reboot-required\b")
 REBOOT_FLAG_POLICIES = ("report", "reboot")
 
 
+def _split_reboot_reasons(reasons, flag_policy):
+    """(acted on, only reported) of the OS reboot reasons under ``flag_policy``."""
+    if flag_policy not in REBOOT_FLAG_POLICIES:
+        raise ValueError("gpudirect_reboot_required_flag: %r is not one of %s"
+                         % (flag_policy, ", ".join(REBOOT_FLAG_POLICIES)))
+    kept, reported = [], []
+    for reason in _sentences(reasons, "the OS reboot reasons"):
+        (reported if flag_policy == "report" and _REBOOT_FLAG.match(reason) else kept).append(reason)
+    return kept, reported
+
+
 def os_reboot_reasons(reasons, flag_policy="report"):
     """The operating system's reboot reasons the run acts on: a default boot kernel other than the
     running one always; the reboot-required flag file (``/run/reboot-required exists (packages:
     ...)``) only with ``flag_policy`` ``reboot`` (``gpudirect_reboot_required_flag``): a package
     update of any kind sets it, and by default it is reported, not a reason to drain and reboot."""
-    if flag_policy not in REBOOT_FLAG_POLICIES:
-        raise ValueError("gpudirect_reboot_required_flag: %r is not one of %s"
-                         % (flag_policy, ", ".join(REBOOT_FLAG_POLICIES)))
-    reasons = _sentences(reasons, "the OS reboot reasons")
-    return [r for r in reasons if flag_policy == "reboot" or not _REBOOT_FLAG.match(r)]
+    return _split_reboot_reasons(reasons, flag_policy)[0]
 
 
 def reboot_flag_only(reasons, flag_policy="report"):
     """The OS reboot reasons the run reports but does not act on (``os_reboot_reasons`` left them out)."""
-    kept = os_reboot_reasons(reasons, flag_policy)
-    return [r for r in _sentences(reasons, "the OS reboot reasons") if r not in kept]
+    return _split_reboot_reasons(reasons, flag_policy)[1]
 
 
 def _unique(items):
