@@ -205,6 +205,11 @@ notes:
   - C(changed) is true only when the helper had to be built (no binary, or its stamp is not the
     sha256 of I(source) and the build flags).
   - Soft-RoCE (rdma_rxe) is CPU-bound; its port rate is nominal, so C(ratio_port) means little there.
+  - C(cuda_dmabuf) and C(cuda_peermem) with an RDMA NIC (GPU memory registered with
+    C(ibv_reg_dmabuf_mr) or through C(nvidia_peermem), and the NIC's write into it) have not run on
+    real hardware in this project's tests, for want of a machine with an RDMA NIC next to a GPU.
+    What has run is C(host) mode, loopback and pair, over soft-RoCE in qemu VMs, and
+    I(selftest_gpu_only) on NVIDIA H100/H200 GPUs in VMs without an RDMA NIC.
   - Pair mode - both sides need the same I(size), I(pair_port) and module version (C(pair_mismatch)
     otherwise). The helper build happens before the exchange, so a first run on a fresh host
     spends part of I(pair_timeout) compiling.
