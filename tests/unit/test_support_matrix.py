@@ -13,7 +13,7 @@ from conftest import ROOT
 TIERS = {
     "container tier": "container",
     "VM tier (Debian 12 kernel)": "vm",
-    "GPU node (Ubuntu 24.04, real H100/H200)": "gpu_node",
+    "GPU node (lent VM: Ubuntu 24.04 userland, real H100/H200)": "gpu_node",
     "lint only": None,
 }
 
