@@ -1,10 +1,11 @@
-"""NVIDIA GPU table derived from NVIDIA's per-device lists. GENERATED: do not edit.
+"""NVIDIA GPU table derived from NVIDIA's per-device lists and pci.ids. GENERATED: do not edit.
 
 Command: scripts/nvidia-supported-gpus-table.py --manifest tests/fixtures/nvidia_gpus/sources.json
-Inputs (copies and their README under tests/fixtures/nvidia_gpus/):
+Inputs (copies or extracts, and their README, under tests/fixtures/nvidia_gpus/):
   - 510 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages bionic-nvidia-driver-510-supported-gpus.json, commit d67e961e5fd85a02745052acfd13fc24e8449d60 (2022-12-02)
   - 515 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages bionic-nvidia-driver-515-supported-gpus.json, commit d67e961e5fd85a02745052acfd13fc24e8449d60 (2022-12-02)
   - 525 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages focal-nvidia-driver-525-supported-gpus.json, commit 40678c28e943cf34be39ee436b7a3cddf21bfebf (2023-03-22)
+  - 590 supported-gpus.json (extract): megvadulthangya/nvidia-driver-assistant (a copy of NVIDIA's nvidia-driver-assistant_0.23.48.01-1_all.deb) package 0.23.48.01-1 /usr/share/nvidia-driver-assistant/supported-gpus/supported-gpus.json, commit 407f8074002cf020eb0817b63ad4f9d7ca2b1fd6 (2025-12-08)
   - 525 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 525.147.05 README.md (section "Compatible GPUs" to the end), commit 207a166fc33db90b5bc21395f8d6b5489603ac10 (2023-10-31)
   - 535 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 535.288.01 README.md (section "Compatible GPUs" to the end), commit ef65a1309711a38041ece7ac3467d30a6e256d85 (2026-01-13)
   - 545 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 545.29.06 README.md (section "Compatible GPUs" to the end), commit 4c29105335610933e744f4ab2524ea63fc39edaf (2023-11-21)
@@ -25,9 +26,14 @@ GPUS maps a PCI device id (vendor 0x10de) to (name, flavors, legacy, first):
   first   -- first branch whose list names the id ("570"), "" when the oldest input
              already did
 
-It is built from _PACKED: for each (flavors, legacy, first), items "<ids>=<name>" separated
-by "; ", <ids> the device ids (4 hex digits, comma-separated) sharing that name. To find an
-id, search for its 4 digits (e.g. 2330).
+It is built from _PACKED (ids NVIDIA's lists name) and _BY_CHIP (the other ids of the chips
+those lists support, named by pci.ids or NVIDIA's gpu-admin-tools: each takes the row its
+chip's listed ids share, and BY_CHIP holds them): for each (flavors, legacy, first), items
+"<ids>=<name>" separated by "; ", <ids> the device ids (4 hex digits, comma-separated)
+sharing that name. To find an id, search for its 4 digits (e.g. 2330).
+
+CHIPS maps every GPU id of pci.ids and of the lists to its chip ("0x2330": "GH100"), and
+ARCHITECTURES each chip to its architecture ("GH100": "Hopper"); built from _CHIP_IDS.
 """
 
 DRIVER = '595.45.04'
@@ -35,6 +41,7 @@ SOURCES = (
     '510 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages bionic-nvidia-driver-510-supported-gpus.json, commit d67e961e5fd85a02745052acfd13fc24e8449d60 (2022-12-02)',
     '515 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages bionic-nvidia-driver-515-supported-gpus.json, commit d67e961e5fd85a02745052acfd13fc24e8449d60 (2022-12-02)',
     '525 supported-gpus.json: alex-tu-cc/get-nvidia-supported-gpus-json gh-pages focal-nvidia-driver-525-supported-gpus.json, commit 40678c28e943cf34be39ee436b7a3cddf21bfebf (2023-03-22)',
+    "590 supported-gpus.json (extract): megvadulthangya/nvidia-driver-assistant (a copy of NVIDIA's nvidia-driver-assistant_0.23.48.01-1_all.deb) package 0.23.48.01-1 /usr/share/nvidia-driver-assistant/supported-gpus/supported-gpus.json, commit 407f8074002cf020eb0817b63ad4f9d7ca2b1fd6 (2025-12-08)",
     '525 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 525.147.05 README.md (section "Compatible GPUs" to the end), commit 207a166fc33db90b5bc21395f8d6b5489603ac10 (2023-10-31)',
     '535 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 535.288.01 README.md (section "Compatible GPUs" to the end), commit ef65a1309711a38041ece7ac3467d30a6e256d85 (2026-01-13)',
     '545 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 545.29.06 README.md (section "Compatible GPUs" to the end), commit 4c29105335610933e744f4ab2524ea63fc39edaf (2023-11-21)',
@@ -159,39 +166,6 @@ _PACKED = {
     ),
     ('either', '', '580'): (
         '230e=NVIDIA H20 NVL16; '
-    ),
-    ('proprietary', '', ''): (
-        '1340=NVIDIA GeForce 830M; 1341,1393=NVIDIA GeForce 840M; 1344,1390,1398=NVIDIA GeForce 845M; '
-        '1346,1349=NVIDIA GeForce 930M; 1347,139c=NVIDIA GeForce 940M; 1348,1399=NVIDIA GeForce 945M; '
-        '134b,134d,179c=NVIDIA GeForce 940MX; 134e=NVIDIA GeForce 930MX; 134f=NVIDIA GeForce 920MX; '
-        '137a=Quadro K620M; 137b=Quadro M520; 1380,139d=NVIDIA GeForce GTX 750 Ti; 1381,1407=NVIDIA GeForce GTX 750; '
-        '1382=NVIDIA GeForce GTX 745; 1391=NVIDIA GeForce GTX 850M; 1392=NVIDIA GeForce GTX 860M; '
-        '139a=NVIDIA GeForce GTX 950M; 139b=NVIDIA GeForce GTX 960M; 13b0=Quadro M2000M; 13b1=Quadro M1000M; '
-        '13b2=Quadro M600M; 13b3=Quadro K2200M; 13b4=Quadro M620; 13b6=Quadro M1200; 13b9=NVS 810; '
-        '13ba=Quadro K2200; 13bb=Quadro K620; 13bc=Quadro K1200; 13c0,13da,161a=NVIDIA GeForce GTX 980; '
-        '13c2=NVIDIA GeForce GTX 970; 13d7,1617=NVIDIA GeForce GTX 980M; 13d8,1618=NVIDIA GeForce GTX 970M; '
-        '13d9,1427,1619,1667=NVIDIA GeForce GTX 965M; 13f0=Quadro M5000; 13f1=Quadro M4000; 13f2=Tesla M60; '
-        '13f3=Tesla M6; 13f8=Quadro M5000M; 13f9=Quadro M4000M; 13fa=Quadro M3000M; 13fb=Quadro M5500; '
-        '1401,1406=NVIDIA GeForce GTX 960; 1402=NVIDIA GeForce GTX 950; 1430=Quadro M2000; 1431=Tesla M4; '
-        '1436=Quadro M2200; 15f0=Quadro GP100; 15f7=Tesla P100-PCIE-12GB; 15f8=Tesla P100-PCIE-16GB; '
-        '15f9=Tesla P100-SXM2-16GB; 174d=NVIDIA GeForce MX130; 174e=NVIDIA GeForce MX110; '
-        '17c2=NVIDIA GeForce GTX TITAN X; 17c8=NVIDIA GeForce GTX 980 Ti; 17f0=Quadro M6000; 17f1=Quadro M6000 24GB; '
-        '17fd=Tesla M40; 1b00=NVIDIA TITAN X (Pascal); 1b02=NVIDIA TITAN Xp; 1b06=NVIDIA GeForce GTX 1080 Ti; '
-        '1b30=Quadro P6000; 1b38=Tesla P40; 1b80,1ba0,1be0=NVIDIA GeForce GTX 1080; '
-        '1b81,1ba1,1ba2,1be1=NVIDIA GeForce GTX 1070; 1b82=NVIDIA GeForce GTX 1070 Ti; '
-        '1b83,1c03,1c06=NVIDIA GeForce GTX 1060 6GB; 1b84,1c02=NVIDIA GeForce GTX 1060 3GB; 1b87=NVIDIA P104-100; '
-        '1bb0,1bb6=Quadro P5000; 1bb1,1bb7=Quadro P4000; 1bb4=Tesla P6; 1bb5=Quadro P5200; 1bb8=Quadro P3000; '
-        '1bb9=Quadro P4200; 1bbb=Quadro P3200; 1bc7=NVIDIA P104-101; 1c04=NVIDIA GeForce GTX 1060 5GB; '
-        '1c07=NVIDIA P106-100; 1c09=NVIDIA P106-090; 1c20,1c23,1c60=NVIDIA GeForce GTX 1060; '
-        '1c21,1c61,1c82,1c8c,1c8f=NVIDIA GeForce GTX 1050 Ti; '
-        '1c22,1c62,1c81,1c83,1c8d,1c91,1c92=NVIDIA GeForce GTX 1050; 1c30,1cba,1cfa=Quadro P2000; 1c31=Quadro P2200; '
-        '1c90,1d10,1d12=NVIDIA GeForce MX150; 1c94,1c96=NVIDIA GeForce MX350; 1cb1,1cbb,1cfb=Quadro P1000; '
-        '1cb2,1cbc=Quadro P600; 1cb3=Quadro P400; 1cb6,1cbd=Quadro P620; 1d01=NVIDIA GeForce GT 1030; '
-        '1d02=NVIDIA GeForce GT 1010; 1d11=NVIDIA GeForce MX230; 1d13,1d52=NVIDIA GeForce MX250; '
-        '1d16=NVIDIA GeForce MX330; 1d33=Quadro P500; 1d34=Quadro P520; 1d81=NVIDIA TITAN V; '
-        '1db1=Tesla V100-SXM2-16GB; 1db3=Tesla V100-FHHL-16GB; 1db4=Tesla V100-PCIE-16GB; 1db5=Tesla V100-SXM2-32GB; '
-        '1db6=Tesla V100-PCIE-32GB; 1db7=Tesla V100-DGXS-32GB; 1db8=Tesla V100-SXM3-32GB; 1dba=Quadro GV100; '
-        '1df0=Tesla PG500-216; 1df2=Tesla PG503-216; 1df6=Tesla V100S-PCIE-32GB; '
     ),
     ('proprietary', '173.14', ''): (
         '00fa=GeForce PCX 5750; 00fb=GeForce PCX 5900; 00fc=Quadro FX 330/GeForce PCX 5300; '
@@ -330,6 +304,39 @@ _PACKED = {
         '1286,1288=GeForce GT 720; 1291=GeForce GT 735M; 1295=GeForce 710M; 1296=GeForce 825M; 1298=GeForce GT 720M; '
         '1299=GeForce 920M; 129a=GeForce 910M; 12b9=Quadro K610M; 12ba=Quadro K510M; '
     ),
+    ('proprietary', '580', ''): (
+        '1340=NVIDIA GeForce 830M; 1341,1393=NVIDIA GeForce 840M; 1344,1390,1398=NVIDIA GeForce 845M; '
+        '1346,1349=NVIDIA GeForce 930M; 1347,139c=NVIDIA GeForce 940M; 1348,1399=NVIDIA GeForce 945M; '
+        '134b,134d,179c=NVIDIA GeForce 940MX; 134e=NVIDIA GeForce 930MX; 134f=NVIDIA GeForce 920MX; '
+        '137a=NVIDIA N15M-Q3; 137b=Quadro M520; 137d=NVIDIA GeForce 940A; 1380,139d=NVIDIA GeForce GTX 750 Ti; '
+        '1381,1407=NVIDIA GeForce GTX 750; 1382=NVIDIA GeForce GTX 745; 1391=NVIDIA GeForce GTX 850M; '
+        '1392=NVIDIA GeForce GTX 860M; 139a=NVIDIA GeForce GTX 950M; 139b=NVIDIA GeForce GTX 960M; '
+        '13b0=Quadro M2000M; 13b1=Quadro M1000M; 13b2=Quadro M600M; 13b3=Quadro K2200M; 13b4=Quadro M620; '
+        '13b6=Quadro M1200; 13b9=NVS 810; 13ba=Quadro K2200; 13bb=Quadro K620; 13bc=Quadro K1200; '
+        '13c0,13da,161a=NVIDIA GeForce GTX 980; 13c2=NVIDIA GeForce GTX 970; 13d7,1617=NVIDIA GeForce GTX 980M; '
+        '13d8,1618=NVIDIA GeForce GTX 970M; 13d9,1427,1619,1667=NVIDIA GeForce GTX 965M; 13f0=Quadro M5000; '
+        '13f1=Quadro M4000; 13f2=Tesla M60; 13f3=Tesla M6; 13f8=Quadro M5000M; 13f9=Quadro M4000M; '
+        '13fa=Quadro M3000M; 13fb=Quadro M5500; 1401,1406=NVIDIA GeForce GTX 960; 1402=NVIDIA GeForce GTX 950; '
+        '1430=Quadro M2000; 1431=Tesla M4; 1436=Quadro M2200; 15f0=Quadro GP100; 15f7=Tesla P100-PCIE-12GB; '
+        '15f8=Tesla P100-PCIE-16GB; 15f9=Tesla P100-SXM2-16GB; 174d=NVIDIA GeForce MX130; 174e=NVIDIA GeForce MX110; '
+        '17c2=NVIDIA GeForce GTX TITAN X; 17c8=NVIDIA GeForce GTX 980 Ti; 17f0=Quadro M6000; 17f1=Quadro M6000 24GB; '
+        '17fd=Tesla M40; 1b00=NVIDIA TITAN X (Pascal); 1b02=NVIDIA TITAN Xp; 1b06=NVIDIA GeForce GTX 1080 Ti; '
+        '1b30=Quadro P6000; 1b38=Tesla P40; 1b80,1ba0,1be0=NVIDIA GeForce GTX 1080; '
+        '1b81,1ba1,1ba2,1be1=NVIDIA GeForce GTX 1070; 1b82=NVIDIA GeForce GTX 1070 Ti; '
+        '1b83,1c03,1c06=NVIDIA GeForce GTX 1060 6GB; 1b84,1c02=NVIDIA GeForce GTX 1060 3GB; 1b87=NVIDIA P104-100; '
+        '1bb0,1bb6=Quadro P5000; 1bb1,1bb7=Quadro P4000; 1bb3=Tesla P4; 1bb4=Tesla P6; 1bb5=Quadro P5200; '
+        '1bb8=Quadro P3000; 1bb9=Quadro P4200; 1bbb=Quadro P3200; 1bc7=NVIDIA P104-101 (GP104); '
+        '1c04=NVIDIA GeForce GTX 1060 5GB; 1c07=NVIDIA P106-100; 1c09=NVIDIA P106-090; '
+        '1c20,1c23,1c60=NVIDIA GeForce GTX 1060; 1c21,1c61,1c82,1c8c,1c8f=NVIDIA GeForce GTX 1050 Ti; '
+        '1c22,1c62,1c81,1c83,1c8d,1c91,1c92=NVIDIA GeForce GTX 1050; 1c30,1cba,1cfa=Quadro P2000; 1c31=Quadro P2200; '
+        '1c90,1d10,1d12=NVIDIA GeForce MX150; 1c94,1c96=NVIDIA GeForce MX350; 1cb1,1cbb,1cfb=Quadro P1000; '
+        '1cb2,1cbc=Quadro P600; 1cb3=Quadro P400; 1cb6,1cbd=Quadro P620; 1d01=NVIDIA GeForce GT 1030; '
+        '1d02=NVIDIA GeForce GT 1010; 1d11=NVIDIA GeForce MX230; 1d13,1d52=NVIDIA GeForce MX250; '
+        '1d16=NVIDIA GeForce MX330; 1d33=Quadro P500; 1d34=Quadro P520; 1d81=NVIDIA TITAN V; '
+        '1db1,1df5=Tesla V100-SXM2-16GB; 1db3=Tesla V100-FHHL-16GB; 1db4=Tesla V100-PCIE-16GB; '
+        '1db5=Tesla V100-SXM2-32GB; 1db6=Tesla V100-PCIE-32GB; 1db7=Tesla V100-DGXS-32GB; 1db8=Tesla V100-SXM3-32GB; '
+        '1dba=Quadro GV100; 1df0=Tesla PG500-216; 1df2=Tesla PG503-216; 1df6=Tesla V100S-PCIE-32GB; '
+    ),
     ('proprietary', '71.86', ''): (
         '0020=RIVA TNT; 0028=RIVA TNT2/TNT2 Pro; 0029=RIVA TNT2 Ultra; 002c=Vanta/Vanta LT; '
         '002d=RIVA TNT2 Model 64/Model 64 Pro; 00a0=Aladdin TNT2; 0100=GeForce 256; 0101=GeForce DDR; 0103=Quadro; '
@@ -351,10 +358,28 @@ _PACKED = {
     ),
 }
 
+_BY_CHIP = {
+}
+
+_CHIP_IDS = {
+}
+
 GPUS = {}
-for _key, _text in _PACKED.items():
-    for _item in _text.split("; "):
-        if _item:
-            _ids, _name = _item.split("=", 1)
-            for _id in _ids.split(","):
-                GPUS["0x" + _id] = (_name,) + _key
+BY_CHIP = set()
+for _packed, _by_chip in ((_PACKED, False), (_BY_CHIP, True)):
+    for _key, _text in _packed.items():
+        for _item in _text.split("; "):
+            if _item:
+                _ids, _name = _item.split("=", 1)
+                for _id in _ids.split(","):
+                    GPUS["0x" + _id] = (_name,) + _key
+                    if _by_chip:
+                        BY_CHIP.add("0x" + _id)
+
+CHIPS = {}
+ARCHITECTURES = {}
+for (_chip, _architecture), _text in _CHIP_IDS.items():
+    ARCHITECTURES[_chip] = _architecture
+    for _id in _text.split(","):
+        if _id:
+            CHIPS["0x" + _id] = _chip

@@ -12,6 +12,9 @@ Real ids and their sources:
   tests/fixtures/gpu_node/h100/gpudirect_facts.json.
 - 0x1df5 V100 SXM2 16GB: pci.ids 2023.04.10; 0x1dbd V100: issue #15.
 - 0x2342/0x2345/0x2348 GH200: Linux drivers/vfio/pci/nvgrace-gpu/main.c.
+- 0x1bb3 Tesla P4, 0x137d GeForce 940A, 0x1df5 Tesla V100-SXM2-16GB and the 580 legacy branch of
+  Maxwell, Pascal and Volta: the driver 590.48.01 supported-gpus.json of NVIDIA's
+  nvidia-driver-assistant 0.23.48.01 (extract in tests/fixtures/nvidia_gpus/).
 """
 
 import gzip
@@ -211,6 +214,18 @@ def test_first_listed_branch_is_the_minimum():
         nv.check_branch("470", [gpu("0x2330")])
 
 
+@pytest.mark.parametrize("device_id, name", [("0x1db4", "Tesla V100-PCIE-16GB"), ("0x1b38", "Tesla P40"),
+                                             ("0x13f2", "Tesla M60"), ("0x1bb3", "Tesla P4")])
+def test_590_list_ends_maxwell_pascal_volta_at_580(device_id, name):
+    # the 590 list names them on legacybranch 580.xx; 0x1bb3 is in no earlier list
+    assert nv.TABLE_GPUS[device_id][1:3] == ("proprietary", "580")
+    info = nv.gpu_info(device_id)
+    assert (info["name"], info["open"], info["min_branch"], info["max_branch"]) == (name, False, None, 580)
+    assert nv.check_branch("580", [gpu(device_id)])["branch"] == "580"
+    with pytest.raises(nv.NvidiaDecisionError, match="%s .*supported up to branch 580" % device_id):
+        nv.check_branch("590", [gpu(device_id)])
+
+
 def test_volta_capped_at_580():
     with pytest.raises(nv.NvidiaDecisionError, match="0x1dbd .*supported up to branch 580"):
         nv.check_branch("590", [gpu("0x1dbd")], True)
@@ -344,4 +359,93 @@ def test_committed_table_is_what_the_generator_writes_from_the_checked_in_inputs
         committed = handle.read()
     assert committed == text
     from ansible.module_utils import gpudirect_nvidia_gpus as table
-    assert len(table.GPUS) == 1166 and table.DRIVER == "595.45.04"
+    assert len(table.GPUS) == 1169 and table.DRIVER == "595.45.04"
+
+
+# --- the 590 list (NVIDIA's nvidia-driver-assistant 0.23.48.01) -------------
+
+EXTRACT_590 = os.path.join(NV_FIXTURES, "nvidia-driver-assistant-0.23.48.01-supported-gpus.tsv")
+
+
+def _read(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return handle.read()
+
+
+def test_590_list_is_the_590_48_01_driver_list():
+    """Its current open-module ids are the open modules' table at tag 590.48.01, id for id."""
+    gen = _generator()
+    rows = gen.read_supported_gpus_extract(_read(EXTRACT_590))
+    readme = gen.read_open_readme(_read(os.path.join(NV_FIXTURES, "open-gpu-kernel-modules-590.48.01-compatible-gpus.md.gz")))
+    assert len(rows) == 1168
+    assert {d for d, (_, kopen, legacy, _) in rows.items() if kopen and not legacy} == set(readme)
+
+
+def test_590_flags_say_what_the_open_only_rule_says():
+    """gsp_proprietary_supported is absent exactly on the ids from 0x2900 and the GH200 ones, and the
+    table gives every current id of the list the flavour its flags say."""
+    gen = _generator()
+    for device_id, (name, kopen, legacy, gsp) in gen.read_supported_gpus_extract(_read(EXTRACT_590)).items():
+        if legacy:
+            assert nv.TABLE_GPUS[device_id][1] == "proprietary" or device_id in nv.LATER_GPUS, device_id
+            continue
+        assert kopen, device_id
+        assert (not gsp) == gen.open_only(device_id, name), device_id
+        assert nv.TABLE_GPUS[device_id][1] == ("either" if gsp else "open"), device_id
+
+
+def test_extract_keeps_what_the_generator_reads():
+    gen = _generator()
+    lines = gen.extract_supported_gpus(SAMPLE_525)
+    assert lines[0] == "1023\t470\t-\tTesla K40m"
+    assert "2330\t-\tkernelopen\tNVIDIA H100 80GB HBM3" in lines
+    assert gen.read_supported_gpus_extract("# a comment\n" + "\n".join(lines)) == gen.read_supported_gpus(SAMPLE_525)
+    with_names = {"chips": [{"devid": "0x2342", "name": "NVIDIA GH200 120GB", "features": ["kernelopen"]},
+                            {"devid": "0x2342", "subdevid": "0x1809", "name": "NVIDIA GH200 480GB",
+                             "features": ["kernelopen"]}]}
+    assert gen.extract_supported_gpus(with_names) == ["2342\t-\tkernelopen\tNVIDIA GH200 120GB\tNVIDIA GH200 480GB"]
+
+
+@pytest.mark.parametrize("line", ["2330\t-\tkernelopen", "233\t-\t-\tx", "2330\told\t-\tx", "2330\t-\tfast\tx",
+                                  "2330 - - x"])
+def test_extract_reader_refuses_other_lines(line):
+    gen = _generator()
+    with pytest.raises(gen.TableError, match="line 1 is not devid"):
+        gen.read_supported_gpus_extract(line)
+
+
+def test_legacy_rows_kernelopen_is_not_open_support():
+    """The 590 list marks its 580-legacy rows kernelopen; only a current row (or an open table) means the open
+    modules support an id."""
+    gen = _generator()
+    legacy = {"0x1db4": ("Tesla V100-PCIE-16GB", True, "580", False), "0x1bb3": ("Tesla P4", True, "580", False)}
+    older = {"0x1db4": ("Tesla V100-PCIE-16GB", False, "", False)}
+    rows = gen.merge([("525", older), ("590", legacy)], [])
+    assert rows == {"0x1db4": ("Tesla V100-PCIE-16GB", "proprietary", "580", ""),
+                    "0x1bb3": ("Tesla P4", "proprietary", "580", "")}
+
+
+def test_generator_refuses_flags_against_the_open_only_rule():
+    gen = _generator()
+    flagged = {"0x2330": ("NVIDIA H100 80GB HBM3", True, "", True), "0x2901": ("NVIDIA B200", True, "", True)}
+    with pytest.raises(gen.TableError, match=r"0x2901 \(NVIDIA B200\): the 590 list carries gsp_proprietary_supported"):
+        gen.merge([("590", flagged)], [])
+    flagged["0x2901"] = ("NVIDIA B200", True, "", False)
+    flagged["0x2331"] = ("NVIDIA H100 PCIe", True, "", False)
+    with pytest.raises(gen.TableError, match=r"0x2331 .*lacks gsp_proprietary_supported, but the open-only rule says either"):
+        gen.merge([("590", flagged)], [])
+    # a list without the flag at all (the 525 one) says nothing about it
+    assert gen.merge([("525", {"0x2331": ("NVIDIA H100 PCIe", True, "", False)})], [])["0x2331"][1] == "either"
+
+
+def test_check_mode_compares_the_committed_table(tmp_path, capsys):
+    gen = _generator()
+    manifest = os.path.join(NV_FIXTURES, "sources.json")
+    assert gen.main(["--manifest", manifest, "--check"]) == 0
+    stale = tmp_path / "table.py"
+    stale.write_text(gen.build(manifest).replace("NVIDIA H100 80GB HBM3", "H100"), encoding="utf-8")
+    assert gen.main(["--manifest", manifest, "--check", "-o", str(stale)]) == 1
+    captured = capsys.readouterr()
+    assert "-" in captured.out and "+" in captured.out and "NVIDIA H100 80GB HBM3" in captured.out
+    assert "differs from what the manifest gives" in captured.err
