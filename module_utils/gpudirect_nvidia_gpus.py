@@ -18,6 +18,8 @@ Inputs (copies or extracts, and their README, under tests/fixtures/nvidia_gpus/)
   - 580 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 580.142 README.md (section "Compatible GPUs" to the end), commit 1a5075f82128be3603d4a4657c7b689234306778 (2026-03-10)
   - 590 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 590.48.01 README.md (section "Compatible GPUs" to the end), commit 2ccbad25e1af6a6ee6f38cf569f89f8b65d658ab (2025-12-18)
   - 595 open modules' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 595.45.04 README.md (section "Compatible GPUs" to the end), commit df1c9a3de2be4b130f4fc7680f7198193d8ac6ad (2026-03-05)
+  - pci.ids (vendor 10de, extract): pciutils/pciids master, pci.ids Version 2026.08.22 pci.ids (vendor 10de device lines), commit c1c12547d626ebf05fd0223144ad87fab5e95d06 (2026-08-22)
+  - gpu-admin-tools product names and chip ranges (extract): NVIDIA/gpu-admin-tools tag v2025.10.20 gpu/devid_names.py and gpu/devid_chips.py, commit 82422cc1811cf7d04b69733cef3fa46e4144e203 (2025-10-21)
 
 GPUS maps a PCI device id (vendor 0x10de) to (name, flavors, legacy, first):
   flavors -- kernel modules NVIDIA supports on the id: "open" (only the open modules:
@@ -54,6 +56,8 @@ SOURCES = (
     '580 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 580.142 README.md (section "Compatible GPUs" to the end), commit 1a5075f82128be3603d4a4657c7b689234306778 (2026-03-10)',
     '590 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 590.48.01 README.md (section "Compatible GPUs" to the end), commit 2ccbad25e1af6a6ee6f38cf569f89f8b65d658ab (2025-12-18)',
     '595 open modules\' Compatible GPUs: NVIDIA/open-gpu-kernel-modules tag 595.45.04 README.md (section "Compatible GPUs" to the end), commit df1c9a3de2be4b130f4fc7680f7198193d8ac6ad (2026-03-05)',
+    'pci.ids (vendor 10de, extract): pciutils/pciids master, pci.ids Version 2026.08.22 pci.ids (vendor 10de device lines), commit c1c12547d626ebf05fd0223144ad87fab5e95d06 (2026-08-22)',
+    'gpu-admin-tools product names and chip ranges (extract): NVIDIA/gpu-admin-tools tag v2025.10.20 gpu/devid_names.py and gpu/devid_chips.py, commit 82422cc1811cf7d04b69733cef3fa46e4144e203 (2025-10-21)',
 )
 
 _PACKED = {
@@ -359,9 +363,330 @@ _PACKED = {
 }
 
 _BY_CHIP = {
+    ('open', '', '535'): (
+        "2343=GH200 (GH100, not in NVIDIA's lists); 2345=GH200 / GH100-88K-A1 (GH100, not in NVIDIA's lists); "
+    ),
+    ('open', '', '570'): (
+        "2900=Reserved Dev ID A (GB100, not in NVIDIA's lists); 2909=HGX B200 168GB (GB100, not in NVIDIA's lists); "
+        "2920=TS4 / B100 (GB100, not in NVIDIA's lists); 2924,2925,293d,297e=GB100 (not in NVIDIA's lists); "
+        "2940=Reserved Dev ID B (GB100, not in NVIDIA's lists); "
+        "2bb2=RTX PRO 6000D Blackwell Workstation Edition (GB202, not in NVIDIA's lists); "
+        "2bbc=RTX PRO 6000D Blackwell Max-Q Workstation Edition (GB202, not in NVIDIA's lists); "
+        "2f06=GeForce RTX 5060 (GB205, not in NVIDIA's lists); "
+    ),
+    ('open', '', '580'): (
+        "2980=Reserved Dev ID A (GB102, not in NVIDIA's lists); 29bc=B100 (GB102, not in NVIDIA's lists); "
+        "29c0=Reserved Dev ID B (GB102, not in NVIDIA's lists); 29f1=GB102 (not in NVIDIA's lists); "
+        "2e03=RTX Spark N1X (6144-core Blackwell RTX GPU) (GB20B, not in NVIDIA's lists); "
+        "2e06=RTX Spark N1X (5120-core Blackwell RTX GPU) (GB20B, not in NVIDIA's lists); "
+        "2e13=Desktop Device (GB20B, not in NVIDIA's lists); 2e2a=JMJWOA-Generic-GPU (GB20B, not in NVIDIA's lists); "
+        "3180=Reserved Dev ID A (GB110, not in NVIDIA's lists); 31a1=GB300 MaxQ (GB110, not in NVIDIA's lists); "
+        "31c0=Reserved Dev ID B (GB110, not in NVIDIA's lists); 31c3=GB300 (GB110, not in NVIDIA's lists); "
+        "31fe=GB110 (not in NVIDIA's lists); "
+    ),
+    ('either', '', ''): (
+        "1e03=GeForce RTX 2080 Ti 12GB (TU102, not in NVIDIA's lists); "
+        "1e2d=GeForce RTX 2080 Ti Engineering Sample (TU102, not in NVIDIA's lists); "
+        "1e2e=GeForce RTX 2080 Ti 12GB Engineering Sample (TU102, not in NVIDIA's lists); "
+        "1e35=Tesla T10 (TU102, not in NVIDIA's lists); "
+        "1e37=Tesla T10 16GB / GRID RTX T10-2/T10-4/T10-8 (TU102, not in NVIDIA's lists); "
+        "1e38=Tesla T40 24GB (TU102, not in NVIDIA's lists); 1e3c,1e3d,1e3e=TU102 (not in NVIDIA's lists); "
+        "1eab,1eb9,1ebe=TU104 (not in NVIDIA's lists); "
+        "1eae=GeForce GTX 2080 Engineering Sample (TU104, not in NVIDIA's lists); "
+        "1eb4=T4G (TU104, not in NVIDIA's lists); 1eba=PG189 SKU600 (TU104, not in NVIDIA's lists); "
+        "1f04,1f2e=TU106 (not in NVIDIA's lists); 1f09=GeForce GTX 1660 SUPER (TU106, not in NVIDIA's lists); "
+        "1f81,1fa1,1fae,1fbf=TU117 (not in NVIDIA's lists); "
+        "1f92,1f94=GeForce GTX 1650 Mobile (TU117, not in NVIDIA's lists); "
+        "1fd9=GeForce GTX 1650 Mobile Refresh (TU117, not in NVIDIA's lists); "
+        "2080,2081,20b4,20ff=GA100 (not in NVIDIA's lists); 2082,20c2=CMP 170HX (GA100, not in NVIDIA's lists); "
+        "20b1=A100 PCIe 40GB (GA100, not in NVIDIA's lists); 20b8=A100X (GA100, not in NVIDIA's lists); "
+        "20b9=A30X (GA100, not in NVIDIA's lists); 20bb=DRIVE A100 PROD (GA100, not in NVIDIA's lists); "
+        "20be=GRID A100A (GA100, not in NVIDIA's lists); 20bf=GRID A100B (GA100, not in NVIDIA's lists); "
+        "20c0=Initial DevID (GA100, not in NVIDIA's lists); 20f0=A100-PG506-207 (GA100, not in NVIDIA's lists); "
+        "20f2=A100-PG506-217 (GA100, not in NVIDIA's lists); 20fe=INT SKU (GA100, not in NVIDIA's lists); "
+        "2183,21ae,21bf,21c2,21c3=TU116 (not in NVIDIA's lists); 2186=PG160 SKU18 (TU116, not in NVIDIA's lists); "
+        "2200,223f=GA102 (not in NVIDIA's lists); 2205=GeForce RTX 3080 Ti 20GB (GA102, not in NVIDIA's lists); "
+        "222b=GeForce RTX 3090 Engineering Sample (GA102, not in NVIDIA's lists); "
+        "222f=GeForce RTX 3080 11GB / 12GB Engineering Sample (GA102, not in NVIDIA's lists); "
+        "2480=Reserved Dev ID A (GA104, not in NVIDIA's lists); 2483,249f,24a4,24df=GA104 (not in NVIDIA's lists); "
+        "248c=GeForce RTX 3070 Ti (GA104, not in NVIDIA's lists); "
+        "248d=GeForce RTX 3070 (GA104, not in NVIDIA's lists); "
+        "248e=GeForce RTX 3060 Ti (GA104, not in NVIDIA's lists); "
+        "24ac=GeForce RTX 30x0 Engineering Sample (GA104, not in NVIDIA's lists); "
+        "24ad=GeForce RTX 3060 Engineering Sample (GA104, not in NVIDIA's lists); "
+        "24af,24bf=GeForce RTX 3070 Engineering Sample (GA104, not in NVIDIA's lists); "
+        "24c0=Initial Dev ID B (GA104, not in NVIDIA's lists); "
+        "24c8=GeForce RTX 3070 GDDR6X (GA104, not in NVIDIA's lists); "
+        "2501=GeForce RTX 3060 (GA106, not in NVIDIA's lists); 2505=GA106 (not in NVIDIA's lists); "
+        "2509=GeForce RTX 3060 12GB Rev. 2 (GA106, not in NVIDIA's lists); "
+        "252f=GeForce RTX 3060 Engineering Sample (GA106, not in NVIDIA's lists); "
+        "2561=GeForce RTX 3060 Laptop GPU (GA106, not in NVIDIA's lists); "
+        "2583=GeForce RTX 3050 4GB (GA107, not in NVIDIA's lists); 25a3,25a4=GA107 (not in NVIDIA's lists); "
+        "25af=GeForce RTX 3050 Engineering Sample (GA107, not in NVIDIA's lists); "
+        "25b5=RTX A4 Mobile (GA107, not in NVIDIA's lists); "
+    ),
+    ('either', '', '525'): (
+        "2302,23b0,23f0=GH100 (not in NVIDIA's lists); 2309=H20 (GH100, not in NVIDIA's lists); "
+        "230c=H20 NVL16 (GH100, not in NVIDIA's lists); 2313=H100 CNX (GH100, not in NVIDIA's lists); "
+        "2328=H20B (GH100, not in NVIDIA's lists); 2336=H100 (GH100, not in NVIDIA's lists); "
+        "2337=H100 SXM5 64GB (GH100, not in NVIDIA's lists); 2338=H100 SXM5 96GB (GH100, not in NVIDIA's lists); "
+        "233d=H100 96GB (GH100, not in NVIDIA's lists); 237e=H100 GH3 (GH100, not in NVIDIA's lists); "
+        "237f=Skinny Joe (GH100, not in NVIDIA's lists); 2681=RTX TITAN Ada (AD102, not in NVIDIA's lists); "
+        "26af=PG137 (AD102, not in NVIDIA's lists); 26b7=L20 (AD102, not in NVIDIA's lists); "
+        "26b8=L40G (AD102, not in NVIDIA's lists); 26bb=L30 (AD102, not in NVIDIA's lists); "
+        "26f5=L40 CNX (AD102, not in NVIDIA's lists); 2703=GeForce RTX 4080 SUPER (AD103, not in NVIDIA's lists); "
+        "2785=AC AD104 20GB (AD104, not in NVIDIA's lists); 27b7=L16 (AD104, not in NVIDIA's lists); "
+        "27fa=RTX 4000 Ada Generation Embedded GPU (AD104, not in NVIDIA's lists); "
+        "2878=RTX 3000 Ada Generation Embedded GPU (AD106, not in NVIDIA's lists); "
+    ),
+    ('proprietary', '390', ''): (
+        "06cb=GeForce GTX 480 (GF100, not in NVIDIA's lists); 06d0=GF100 (not in NVIDIA's lists); "
+        "0f06=GeForce GT 730 (GF108, not in NVIDIA's lists); 1045=GF119 (not in NVIDIA's lists); "
+        "104d=GeForce GT 710 (GF119, not in NVIDIA's lists); 108e=Tesla C2090 (GF110, not in NVIDIA's lists); "
+        "1202=GeForce GTX 560 Ti OEM (GF114, not in NVIDIA's lists); "
+    ),
+    ('proprietary', '470', ''): (
+        "1003=GeForce GTX Titan LE (GK110, not in NVIDIA's lists); "
+        "101e,1020=Tesla K20X (GK110, not in NVIDIA's lists); 101f=Tesla K20 (GK110, not in NVIDIA's lists); "
+        "102e=Tesla K40d (GK110, not in NVIDIA's lists); 102f=Tesla Stella Solo (GK110, not in NVIDIA's lists); "
+        "103f=Tesla Stella SXM (GK110, not in NVIDIA's lists); 11c1=D14P2-30 (GK106, not in NVIDIA's lists); "
+        "11c7=GeForce GTX 750 Ti (GK106, not in NVIDIA's lists); 11d0=GK106-INT353 (GK106, not in NVIDIA's lists); "
+        "11d1=GK106-INT343 (GK106, not in NVIDIA's lists); 11d2=GK106-INT232 (GK106, not in NVIDIA's lists); "
+        "11d3=GK106-ES (GK106, not in NVIDIA's lists); 11e7=GK106 (not in NVIDIA's lists); "
+        "11ff=NB1Q (GK106, not in NVIDIA's lists); 1283=D15M2-10 (GK208, not in NVIDIA's lists); "
+        "1285=GK208-100 (GK208, not in NVIDIA's lists); 128a,128c,12a0=GK208 (not in NVIDIA's lists); "
+        "1294=GeForce GT 740M (GK208, not in NVIDIA's lists); 12ad=GK208-ES (GK208, not in NVIDIA's lists); "
+        "12ae=GK208-CS1-C (GK208, not in NVIDIA's lists); 12af=GK208-INT (GK208, not in NVIDIA's lists); "
+        "12b0=GK208-CS-Q (GK208, not in NVIDIA's lists); 12b1=GK208 INT (GK208, not in NVIDIA's lists); "
+        "130b=Q12U-1 (GK110, not in NVIDIA's lists); "
+    ),
+    ('proprietary', '580', ''): (
+        "1389=GRID M30 (GM107, not in NVIDIA's lists); 13ad,13bf=GM107 INT52 (GM204, not in NVIDIA's lists); "
+        "13ae,13be=GM107 CS1 (GM204, not in NVIDIA's lists); 13bd=Tesla M10 (GM107, not in NVIDIA's lists); "
+        "13c1,13c3=GM204 (not in NVIDIA's lists); 13c4=D17U-20 (GM204, not in NVIDIA's lists); "
+        "13e4=Graphics Device ES-A (GM204, not in NVIDIA's lists); "
+        "13e7=GeForce GTX 980 Engineering Sample (GM204, not in NVIDIA's lists); "
+        "1404=GeForce GTX 960 FAKE (GM206, not in NVIDIA's lists); 15c2=CMP 100-100 (GP100, not in NVIDIA's lists); "
+        "15f1,1725,172e,172f=GP100 (not in NVIDIA's lists); "
+        "15fa=DGX Station / PH402 SKU 200 (GP100, not in NVIDIA's lists); "
+        "15fb=GP100 SKU 200 (GP100, not in NVIDIA's lists); "
+        "15fc=Tesla P100-DGXS-16GB (GP100, not in NVIDIA's lists); "
+        "15ff=GP100 SKU 15ff (GP100, not in NVIDIA's lists); "
+        "1613=GRID M60 Service Provider (GM204, not in NVIDIA's lists); "
+        "1676=Quadro M2200 Mobile (GM204, not in NVIDIA's lists); 1789=GRID M3-3020 (GM107, not in NVIDIA's lists); "
+        "1b01=GeForce GTX 1080 Ti 10GB (GP102, not in NVIDIA's lists); 1b04,1b70,1b78=GP102 (not in NVIDIA's lists); "
+        "1b07=P102-100 (GP102, not in NVIDIA's lists); 1b39=Tesla P10 (GP102, not in NVIDIA's lists); "
+        "1ba9,1baa=GP104 (not in NVIDIA's lists); "
+        "1bad=GeForce GTX 1070 Engineering Sample (GP104, not in NVIDIA's lists); "
+        "1c00,1c01,1c2d,1c70=GP106 (not in NVIDIA's lists); "
+        "1c35=Quadro P2000 Mobile / DRIVE PX 2 AutoChauffeur (GP106, not in NVIDIA's lists); "
+        "1c36=P106M (GP106, not in NVIDIA's lists); 1c8e,1ca7,1ca8,1caa=GP107 (not in NVIDIA's lists); "
+        "1ccc=GeForce GTX 1050 Ti Mobile (GP107, not in NVIDIA's lists); "
+        "1ccd=GeForce GTX 1050 Mobile (GP107, not in NVIDIA's lists); "
+        "1d56=GeForce MX330 (GP108, not in NVIDIA's lists); 1d83,1dc1=CMP 100-200 (GV100, not in NVIDIA's lists); "
+        "1d84,1df4=CMP 100-210 (GV100, not in NVIDIA's lists); "
+        "1db0=Tesla GV100 SXM2-16GB SKU 890 (GV100, not in NVIDIA's lists); "
+        "1db2=Tesla V100 DGXS 16GB (GV100, not in NVIDIA's lists); "
+        "1dbd=Tesla GV100 DGX1-V (GV100, not in NVIDIA's lists); 1dbe=GV100 (not in NVIDIA's lists); "
+    ),
 }
 
 _CHIP_IDS = {
+    ('AD102', 'Ada'): (
+        '2681,2684,2685,2689,26af,26b1,26b2,26b3,26b5,26b7,26b8,26b9,26ba,26bb,26f5,'
+    ),
+    ('AD103', 'Ada'): (
+        '2702,2703,2704,2705,2709,2717,2730,2757,2770,'
+    ),
+    ('AD104', 'Ada'): (
+        '2782,2783,2785,2786,2788,27a0,27b0,27b1,27b2,27b6,27b7,27b8,27ba,27bb,27e0,27fa,27fb,'
+    ),
+    ('AD106', 'Ada'): (
+        '2803,2805,2808,2820,2822,2838,2860,2878,'
+    ),
+    ('AD107', 'Ada'): (
+        '2882,28a0,28a1,28a3,28b0,28b8,28b9,28ba,28bb,28e0,28e1,28e3,28f8,'
+    ),
+    ('GA100', 'Ampere'): (
+        '2080,2081,2082,20b0,20b1,20b2,20b3,20b4,20b5,20b6,20b7,20b8,20b9,20bb,20bd,20be,20bf,20c0,20c2,'
+        '20f0,20f1,20f2,20f3,20f5,20f6,20fd,20fe,20ff,'
+    ),
+    ('GA102', 'Ampere'): (
+        '2200,2203,2204,2205,2206,2207,2208,220a,220d,2216,222b,222f,2230,2231,2232,2233,2235,2236,2237,'
+        '2238,223f,'
+    ),
+    ('GA103', 'Ampere'): (
+        '2414,2420,2438,2460,'
+    ),
+    ('GA104', 'Ampere'): (
+        '2480,2482,2483,2484,2486,2487,2488,2489,248a,248c,248d,248e,249c,249d,249f,24a0,24a4,24ac,24ad,'
+        '24af,24b0,24b1,24b6,24b7,24b8,24b9,24ba,24bb,24bf,24c0,24c7,24c8,24c9,24dc,24dd,24df,24e0,24fa,'
+    ),
+    ('GA106', 'Ampere'): (
+        '2501,2503,2504,2505,2507,2508,2509,2520,2521,2523,252f,2531,2544,2560,2561,2563,2571,'
+    ),
+    ('GA107', 'Ampere'): (
+        '2582,2583,2584,25a0,25a2,25a3,25a4,25a5,25a6,25a7,25a9,25aa,25ab,25ac,25ad,25af,25b0,25b2,25b5,'
+        '25b6,25b8,25b9,25ba,25bb,25bc,25bd,25e0,25e2,25e5,25ec,25ed,25f9,25fa,25fb,'
+    ),
+    ('GB100', 'Blackwell'): (
+        '2900,2901,2909,2920,2924,2925,293d,2940,2941,297e,'
+    ),
+    ('GB102', 'Blackwell'): (
+        '2980,29bb,29bc,29c0,29f1,'
+    ),
+    ('GB10B', 'Blackwell'): (
+        '2b00,'
+    ),
+    ('GB110', 'Blackwell'): (
+        '3180,3182,31a1,31c0,31c2,31c3,31fe,'
+    ),
+    ('GB112', 'Blackwell'): (
+        '3200,3224,323e,'
+    ),
+    ('GB120', 'Blackwell'): (
+        '3340,'
+    ),
+    ('GB202', 'Blackwell'): (
+        '2b85,2b87,2b8c,2bb1,2bb2,2bb3,2bb4,2bb5,2bb9,2bbc,'
+    ),
+    ('GB203', 'Blackwell'): (
+        '2c02,2c05,2c18,2c19,2c31,2c33,2c34,2c38,2c39,2c3a,2c58,2c59,2c77,2c79,'
+    ),
+    ('GB205', 'Blackwell'): (
+        '2f04,2f06,2f18,2f38,2f58,'
+    ),
+    ('GB206', 'Blackwell'): (
+        '2d04,2d05,2d18,2d19,2d30,2d39,2d58,2d59,2d79,'
+    ),
+    ('GB207', 'Blackwell'): (
+        '2d83,2d98,2db8,2db9,2dd8,2df9,'
+    ),
+    ('GB20B', 'Blackwell'): (
+        '2e03,2e06,2e12,2e13,2e2a,'
+    ),
+    ('GF100', 'Fermi'): (
+        '06c0,06c4,06ca,06cb,06cd,06d0,06d1,06d2,06d8,06d9,06da,06dc,06dd,06de,06df,109a,109b,'
+    ),
+    ('GF104', 'Fermi'): (
+        '0e22,0e23,0e24,0e30,0e31,0e3a,0e3b,'
+    ),
+    ('GF106', 'Fermi'): (
+        '0dc0,0dc4,0dc5,0dc6,0dcd,0dce,0dd1,0dd2,0dd3,0dd6,0dd8,0dda,'
+    ),
+    ('GF108', 'Fermi'): (
+        '0de0,0de1,0de2,0de3,0de4,0de5,0de7,0de8,0de9,0dea,0deb,0dec,0ded,0dee,0def,0df0,0df1,0df2,0df3,'
+        '0df4,0df5,0df6,0df7,0df8,0df9,0dfa,0dfc,0f00,0f01,0f02,0f03,0f06,'
+    ),
+    ('GF110', 'Fermi'): (
+        '1080,1081,1082,1084,1086,1087,1088,1089,108b,108e,1091,1094,1096,'
+    ),
+    ('GF114', 'Fermi'): (
+        '1200,1201,1202,1203,1205,1206,1207,1208,1210,1211,1212,1213,'
+    ),
+    ('GF116', 'Fermi'): (
+        '1241,1243,1244,1245,1246,1247,1248,1249,124b,124d,1251,'
+    ),
+    ('GF117', 'Fermi'): (
+        '1140,'
+    ),
+    ('GF119', 'Fermi'): (
+        '1040,1042,1045,1048,1049,104a,104b,104c,104d,1050,1051,1052,1054,1055,1056,1057,1058,1059,105a,'
+        '105b,107c,107d,'
+    ),
+    ('GH100', 'Hopper'): (
+        '2302,2309,230c,230e,2313,2321,2322,2324,2328,2329,232c,2330,2331,2335,2336,2337,2338,2339,233a,'
+        '233b,233d,2342,2343,2345,2348,237e,237f,23b0,23f0,'
+    ),
+    ('GK104', 'Kepler'): (
+        '1180,1182,1183,1184,1185,1186,1187,1188,1189,118a,118b,118c,118d,118e,118f,1191,1193,1194,1195,'
+        '1198,1199,119a,119d,119e,119f,11a0,11a1,11a2,11a3,11a4,11a5,11a7,11a8,11a9,11aa,11ac,11af,11b0,'
+        '11b1,11b4,11b6,11b7,11b8,11b9,11ba,11bb,11bc,11bd,11be,11bf,'
+    ),
+    ('GK106', 'Kepler'): (
+        '11c0,11c1,11c2,11c3,11c4,11c5,11c6,11c7,11c8,11cb,11d0,11d1,11d2,11d3,11e0,11e1,11e2,11e3,11e7,'
+        '11fa,11fc,11ff,'
+    ),
+    ('GK107', 'Kepler'): (
+        '0fc0,0fc1,0fc2,0fc4,0fc5,0fc6,0fc8,0fc9,0fcb,0fcc,0fcd,0fce,0fcf,0fd0,0fd1,0fd2,0fd3,0fd4,0fd5,'
+        '0fd6,0fd7,0fd8,0fd9,0fda,0fdb,0fdc,0fdd,0fde,0fdf,0fe0,0fe1,0fe2,0fe3,0fe4,0fe5,0fe6,0fe7,0fe8,'
+        '0fe9,0fea,0fec,0fed,0fee,0fef,0ff0,0ff1,0ff2,0ff3,0ff5,0ff6,0ff7,0ff8,0ff9,0ffa,0ffb,0ffc,0ffd,'
+        '0ffe,0fff,'
+    ),
+    ('GK110', 'Kepler'): (
+        '1001,1003,1004,1005,1007,1008,100a,100c,101e,101f,1020,1021,1022,1023,1026,1027,1028,1029,102a,'
+        '102e,102f,103a,103c,103f,130b,'
+    ),
+    ('GK180', 'Kepler'): (
+        '1024,'
+    ),
+    ('GK208', 'Kepler'): (
+        '1280,1281,1282,1283,1284,1285,1286,1287,1288,1289,128a,128b,128c,1290,1291,1292,1293,1294,1295,'
+        '1296,1298,1299,129a,12a0,12ad,12ae,12af,12b0,12b1,12b9,12ba,'
+    ),
+    ('GK210', 'Kepler'): (
+        '102d,'
+    ),
+    ('GM107', 'Maxwell'): (
+        '1380,1381,1382,1389,1390,1391,1392,1393,1398,1399,139a,139b,139c,139d,13b0,13b1,13b2,13b3,13b4,'
+        '13b6,13b9,13ba,13bb,13bc,13bd,1789,179c,'
+    ),
+    ('GM108', 'Maxwell'): (
+        '1340,1341,1344,1346,1347,1348,1349,134b,134d,134e,134f,137a,137b,137d,174d,174e,'
+    ),
+    ('GM200', 'Maxwell'): (
+        '17c2,17c8,17f0,17f1,17fd,'
+    ),
+    ('GM204', 'Maxwell'): (
+        '13ad,13ae,13be,13bf,13c0,13c1,13c2,13c3,13c4,13d7,13d8,13d9,13da,13e4,13e7,13f0,13f1,13f2,13f3,'
+        '13f8,13f9,13fa,13fb,1613,1617,1618,1619,161a,1667,1676,'
+    ),
+    ('GM206', 'Maxwell'): (
+        '1401,1402,1404,1406,1407,1427,1430,1431,1436,'
+    ),
+    ('GP100', 'Pascal'): (
+        '15c2,15f0,15f1,15f7,15f8,15f9,15fa,15fb,15fc,15ff,1725,172e,172f,'
+    ),
+    ('GP102', 'Pascal'): (
+        '1b00,1b01,1b02,1b04,1b06,1b07,1b30,1b38,1b39,1b70,1b78,'
+    ),
+    ('GP104', 'Pascal'): (
+        '1b80,1b81,1b82,1b83,1b84,1b87,1ba0,1ba1,1ba2,1ba9,1baa,1bad,1bb0,1bb1,1bb3,1bb4,1bb5,1bb6,1bb7,'
+        '1bb8,1bb9,1bbb,1bc7,1be0,1be1,'
+    ),
+    ('GP106', 'Pascal'): (
+        '1c00,1c01,1c02,1c03,1c04,1c06,1c07,1c09,1c20,1c21,1c22,1c23,1c2d,1c30,1c31,1c35,1c36,1c60,1c61,'
+        '1c62,1c70,'
+    ),
+    ('GP107', 'Pascal'): (
+        '1c81,1c82,1c83,1c8c,1c8d,1c8e,1c8f,1c90,1c91,1c92,1c94,1c96,1ca7,1ca8,1caa,1cb1,1cb2,1cb3,1cb6,'
+        '1cba,1cbb,1cbc,1cbd,1ccc,1ccd,1cfa,1cfb,'
+    ),
+    ('GP108', 'Pascal'): (
+        '1d01,1d02,1d10,1d11,1d12,1d13,1d16,1d33,1d34,1d52,1d56,'
+    ),
+    ('GV100', 'Volta'): (
+        '1d81,1d83,1d84,1db0,1db1,1db2,1db3,1db4,1db5,1db6,1db7,1db8,1dba,1dbd,1dbe,1dc1,1df0,1df2,1df4,'
+        '1df5,1df6,'
+    ),
+    ('TU102', 'Turing'): (
+        '1e02,1e03,1e04,1e07,1e09,1e2d,1e2e,1e30,1e35,1e36,1e37,1e38,1e3c,1e3d,1e3e,1e78,'
+    ),
+    ('TU104', 'Turing'): (
+        '1e81,1e82,1e84,1e87,1e89,1e90,1e91,1e93,1eab,1eae,1eb0,1eb1,1eb4,1eb5,1eb6,1eb8,1eb9,1eba,1ebe,'
+        '1ec2,1ec7,1ed0,1ed1,1ed3,1ef5,'
+    ),
+    ('TU106', 'Turing'): (
+        '1f02,1f03,1f04,1f06,1f07,1f08,1f09,1f0a,1f0b,1f10,1f11,1f12,1f14,1f15,1f2e,1f36,1f42,1f47,1f50,'
+        '1f51,1f54,1f55,1f76,'
+    ),
+    ('TU116', 'Turing'): (
+        '2182,2183,2184,2186,2187,2188,2189,2191,2192,21ae,21bf,21c2,21c3,21c4,21d1,'
+    ),
+    ('TU117', 'Turing'): (
+        '1f81,1f82,1f83,1f91,1f92,1f94,1f95,1f96,1f97,1f98,1f99,1f9c,1f9d,1f9f,1fa0,1fa1,1fae,1fb0,1fb1,'
+        '1fb2,1fb6,1fb7,1fb8,1fb9,1fba,1fbb,1fbc,1fbf,1fd9,1fdd,1ff0,1ff2,1ff9,'
+    ),
 }
 
 GPUS = {}

@@ -15,6 +15,9 @@ Real ids and their sources:
 - 0x1bb3 Tesla P4, 0x137d GeForce 940A, 0x1df5 Tesla V100-SXM2-16GB and the 580 legacy branch of
   Maxwell, Pascal and Volta: the driver 590.48.01 supported-gpus.json of NVIDIA's
   nvidia-driver-assistant 0.23.48.01 (extract in tests/fixtures/nvidia_gpus/).
+- Chips and the ids no list names (0x2336/0x2337/0x2338/0x233d H100, 0x2309/0x230c/0x2328 H20,
+  0x2343 GH200, 0x2909 HGX B200 168GB, 0x31c3 GB300, 0x2b00 GB10B ...): pci.ids 2026.08.22 and
+  NVIDIA/gpu-admin-tools v2025.10.20 gpu/devid_names.py, gpu/devid_chips.py (extracts there too).
 """
 
 import gzip
@@ -25,6 +28,7 @@ import os
 import pytest
 
 from ansible.module_utils import gpudirect_nvidia as nv
+from ansible.module_utils import gpudirect_nvidia_gpus as table
 from conftest import PROJECT_FIXTURES, ROOT
 
 H100_FACTS = os.path.join(PROJECT_FIXTURES, "gpu_node", "h100", "gpudirect_facts.json")
@@ -358,8 +362,8 @@ def test_committed_table_is_what_the_generator_writes_from_the_checked_in_inputs
     with open(os.path.join(ROOT, "module_utils", "gpudirect_nvidia_gpus.py"), encoding="utf-8") as handle:
         committed = handle.read()
     assert committed == text
-    from ansible.module_utils import gpudirect_nvidia_gpus as table
-    assert len(table.GPUS) == 1169 and table.DRIVER == "595.45.04"
+    assert len(table.GPUS) == 1383 and len(table.BY_CHIP) == 214 and table.DRIVER == "595.45.04"
+    assert len(table.CHIPS) == 953 and len(table.ARCHITECTURES) == 57
 
 
 # --- the 590 list (NVIDIA's nvidia-driver-assistant 0.23.48.01) -------------
@@ -449,3 +453,249 @@ def test_check_mode_compares_the_committed_table(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "-" in captured.out and "+" in captured.out and "NVIDIA H100 80GB HBM3" in captured.out
     assert "differs from what the manifest gives" in captured.err
+
+
+# --- chips: every id of a supported chip (pci.ids, NVIDIA's gpu-admin-tools) --------------
+
+PCI_EXTRACT = os.path.join(NV_FIXTURES, "pci-ids-2026.08.22-10de.tsv")
+ADMIN_EXTRACT = os.path.join(NV_FIXTURES, "gpu-admin-tools-v2025.10.20-devids.tsv")
+
+
+def _published_ids():
+    """Every device id NVIDIA's lists here name: the supported-gpus lists and the open modules' tables."""
+    gen = _generator()
+    with open(os.path.join(NV_FIXTURES, "sources.json"), encoding="utf-8") as handle:
+        entries = json.load(handle)["inputs"]
+    ids = set()
+    for entry in entries:
+        text = _read(os.path.join(NV_FIXTURES, entry["file"]))
+        if entry["kind"] == "supported-gpus":
+            ids.update(gen.read_supported_gpus(json.loads(text)))
+        elif entry["kind"] == "supported-gpus-extract":
+            ids.update(gen.read_supported_gpus_extract(text))
+        elif entry["kind"] == "open-readme":
+            ids.update(gen.read_open_readme(text))
+    return ids
+
+
+def test_every_published_id_resolves():
+    """Each id of every list resolves, with the 0x prefix or without, in capitals or not; each one a branch
+    the toolkit installs (470 and later) supports has its chip and architecture."""
+    published = _published_ids()
+    assert len(published) == 1169
+    for device_id in published:
+        for spelling in (device_id, device_id[2:], device_id.upper().replace("0X", "0x"), int(device_id, 16)):
+            info = nv.gpu_info(spelling)
+            assert info["known"] and info["device_id"] == device_id, spelling
+        name, flavors, legacy, first = table.GPUS[device_id]
+        assert device_id not in table.BY_CHIP
+        if not legacy or int(legacy.split(".")[0]) >= 470:
+            assert table.ARCHITECTURES[table.CHIPS[device_id]], device_id
+
+
+def test_every_gpu_id_of_a_supported_chip_is_known():
+    """pci.ids' GPU ids of each chip NVIDIA's lists support are all in the table (Kepler GK104/GK107 aside:
+    their listed ids sit on two legacy branches), and those the lists do not name say so."""
+    gen = _generator()
+    pci = gen.read_pci_ids_extract(_read(PCI_EXTRACT))
+    published = _published_ids()
+    supported = {table.CHIPS[d] for d in published if d in table.CHIPS}
+    for device_id, text in pci.items():
+        chip = gen.pci_chip(text)
+        if not chip or chip not in supported or chip in ("GK104", "GK107"):
+            continue
+        assert table.CHIPS[device_id] == chip
+        name = table.GPUS[device_id][0]
+        assert (device_id in table.BY_CHIP) == (device_id not in published), device_id
+        if device_id in table.BY_CHIP:
+            assert name.endswith("not in NVIDIA's lists)") and chip in name, device_id
+
+
+# NVIDIA's gpu-admin-tools (v2025.10.20, gpu/devid_names.py): one product, several ids
+PRODUCTS = {
+    "H100": ("0x2313", "0x2321", "0x2330", "0x2331", "0x2336", "0x2337", "0x2338", "0x2339", "0x233d"),
+    "H200": ("0x2335", "0x233b"),
+    "H800": ("0x2322", "0x2324", "0x233a"),
+    "H20": ("0x2309", "0x230c", "0x230e", "0x2328", "0x2329", "0x232c"),
+    "GH200": ("0x2342", "0x2343", "0x2345", "0x2348"),
+    "L20": ("0x26b7", "0x26ba"),
+}
+
+
+@pytest.mark.parametrize("product", sorted(PRODUCTS))
+def test_a_product_under_several_ids_resolves_them_all_alike(product):
+    rows = {d: nv.gpu_info(d) for d in PRODUCTS[product]}
+    assert all(info["known"] for info in rows.values()), product
+    assert len({table.CHIPS[d] for d in rows}) == 1
+    assert len({table.ARCHITECTURES[table.CHIPS[d]] for d in rows}) == 1
+    assert len({(info["open"], info["open_required"]) for info in rows.values()}) == 1
+    flavors = {nv.choose_flavor([gpu(d)], "auto")["flavor"] for d in rows}
+    assert flavors == {"open"}
+
+
+def test_the_extract_of_gpu_admin_tools_is_what_the_tests_name():
+    names, ranges = _generator().read_gpu_admin_tools_extract(_read(ADMIN_EXTRACT))
+    for product, ids in PRODUCTS.items():
+        if product != "L20":
+            assert {d for d, p in names.items() if p == product} == set(ids), product
+    assert names["0x26b7"] == names["0x26ba"] == "L20"
+    assert (0x2900, 0x297F, "Blackwell", "GB100") in ranges and (0x3180, 0x31FF, "Blackwell", "GB110") in ranges
+
+
+@pytest.mark.parametrize("device_id, chip, architecture", [
+    ("0x2330", "GH100", "Hopper"), ("0x2331", "GH100", "Hopper"), ("0x2321", "GH100", "Hopper"),
+    ("0x2335", "GH100", "Hopper"), ("0x2342", "GH100", "Hopper"), ("0x2901", "GB100", "Blackwell"),
+    ("0x2941", "GB100", "Blackwell"), ("0x3182", "GB110", "Blackwell"), ("0x31c2", "GB110", "Blackwell"),
+    ("0x20b0", "GA100", "Ampere"), ("0x20b2", "GA100", "Ampere"), ("0x26b9", "AD102", "Ada"),
+    ("0x27b8", "AD104", "Ada"), ("0x1eb8", "TU104", "Turing"), ("0x1db4", "GV100", "Volta"),
+    ("0x15f8", "GP100", "Pascal"), ("0x13f2", "GM204", "Maxwell"), ("0x1023", "GK110", "Kepler"),
+    ("0x2bb5", "GB202", "Blackwell"), ("0x2e12", "GB20B", "Blackwell")])
+def test_chip_and_architecture_of_ids(device_id, chip, architecture):
+    assert table.CHIPS[device_id] == chip and table.ARCHITECTURES[chip] == architecture
+
+
+@pytest.mark.parametrize("device_id, name, open_required, first", [
+    ("0x2337", "H100 SXM5 64GB", False, 525), ("0x2338", "H100 SXM5 96GB", False, 525),
+    ("0x233d", "H100 96GB", False, 525), ("0x2336", "H100", False, 525), ("0x2313", "H100 CNX", False, 525),
+    ("0x2309", "H20", False, 525), ("0x230c", "H20 NVL16", False, 525),
+    ("0x2343", "GH200", True, 535), ("0x2909", "HGX B200 168GB", True, 570), ("0x31c3", "GB300", True, 580),
+    ("0x26b7", "L20", False, 525)])
+def test_ids_no_list_names_take_their_chips_row(device_id, name, open_required, first):
+    info = nv.gpu_info(device_id, address="0000:19:00.0")
+    assert info["known"] and device_id in table.BY_CHIP
+    assert info["name"].startswith(name + " (") and "not in NVIDIA's lists" in info["name"]
+    assert (info["open"], info["open_required"], info["min_branch"]) == (True, open_required, first)
+    assert nv.choose_flavor([gpu(device_id)], "auto")["flavor"] == "open"
+    if open_required:
+        with pytest.raises(nv.NvidiaDecisionError, match="proprietary is not supported on %s" % device_id):
+            nv.choose_flavor([gpu(device_id)], "proprietary")
+    else:
+        assert nv.choose_flavor([gpu(device_id)], "proprietary")["flavor"] == "proprietary"
+    with pytest.raises(nv.NvidiaDecisionError, match="%s .*needs branch %d" % (device_id, first)):
+        nv.check_branch(str(first - 5), [gpu(device_id)], unlisted_ok=True)
+
+
+@pytest.mark.parametrize("device_id, chip", [("0x2b00", "GB10B"), ("0x3224", "GB112"), ("0x3340", "GB120"),
+                                             ("0x2bff", None)])
+def test_ids_of_chips_no_list_supports_stay_unknown(device_id, chip):
+    """The contract for an unknown id holds: auto and proprietary fail naming the id, its address and the
+    knobs; open is the admin's choice. pci.ids still tells its chip."""
+    assert device_id not in table.GPUS and table.CHIPS.get(device_id) == chip
+    assert not nv.gpu_info(device_id)["known"]
+    with pytest.raises(nv.NvidiaDecisionError) as err:
+        nv.choose_flavor([gpu(device_id, "0000:0a:00.0")], "auto")
+    message = str(err.value)
+    assert "%s (unknown id) at 0000:0a:00.0" % device_id in message
+    assert "gpudirect_nvidia_driver_gpu_support: {'%s': {flavors: open}}" % device_id in message
+    assert "set gpudirect_nvidia_driver_flavor: open" in message
+    assert nv.choose_flavor([gpu(device_id)], "open")["flavor"] == "open"
+
+
+@pytest.mark.parametrize("device_id", ["0x22a3", "0x1af1", "0x22e8", "0x10f8", "0x1ad6", "0x22ce"])
+def test_functions_that_are_not_gpus_are_not_made_gpus(device_id):
+    # H100/A100 NVSwitch, GB202/TU104 HD audio, TU102 USB, GB10 PCIe host: a GPU chip's name, not a GPU
+    assert device_id not in table.GPUS and device_id not in table.CHIPS
+    assert not nv.gpu_info(device_id)["known"]
+
+
+@pytest.mark.parametrize("raw", [" 0x2330\n", "2330", "0x2330", "0x233B", "233b", 0x2330])
+def test_ids_as_sysfs_and_lspci_write_them_resolve(raw):
+    """sysfs writes 0x2330 and a newline, lspci -n 2330; either case of the hex digits."""
+    info = nv.gpu_info(raw)
+    assert info["known"] and info["device_id"] == ("0x233b" if "3b" in str(raw).lower() else "0x2330")
+
+
+@pytest.mark.parametrize("raw", ["10de:2330", "0x233", "0x23300", "", "GH100", "0x2330 0x2331"])
+def test_malformed_ids_are_unknown_and_named_as_given(raw):
+    """Not an id: never looked up, never given the proprietary modules; the message names what was read."""
+    info = nv.gpu_info(raw, address="0000:17:00.0")
+    assert not info["known"] and info["device_id"] == raw
+    with pytest.raises(nv.NvidiaDecisionError) as err:
+        nv.choose_flavor([gpu(raw, "0000:17:00.0")], "auto")
+    assert "%s (unknown id) at 0000:17:00.0" % raw in str(err.value)
+    assert "gpudirect_nvidia_driver_gpu_support" in str(err.value)
+
+
+# pci.ids in its own format (ids and names are facts of pci.ids 2026.08.22; the lines are written here)
+SAMPLE_PCI_IDS = """#\tVersion: 2026.08.22
+#\tDate:    2026-08-22 03:15:01
+10de  NVIDIA Corporation
+\t22a3  GH100 [H100 NVSwitch]
+\t2330  GH100 [H100 SXM5 80GB]
+\t\t10de 16c1  H100 SXM5 80GB
+# a comment inside the vendor
+\t2337  GH100 [H100 SXM5 64GB]
+10df  Emulex Corporation
+\t0101  LP101
+C 03  Display controller
+\t00  VGA compatible controller
+"""
+
+
+def test_pci_ids_extract_keeps_the_device_lines_of_one_vendor():
+    gen = _generator()
+    lines = gen.extract_pci_ids(SAMPLE_PCI_IDS)
+    assert lines == ["#\tVersion: 2026.08.22", "#\tDate:    2026-08-22 03:15:01", "22a3\tGH100 [H100 NVSwitch]",
+                     "2330\tGH100 [H100 SXM5 80GB]", "2337\tGH100 [H100 SXM5 64GB]"]
+    assert gen.read_pci_ids_extract("\n".join(lines)) == {"0x22a3": "GH100 [H100 NVSwitch]",
+                                                          "0x2330": "GH100 [H100 SXM5 80GB]",
+                                                          "0x2337": "GH100 [H100 SXM5 64GB]"}
+    with pytest.raises(gen.TableError, match="line 1 is not devid<TAB>text"):
+        gen.read_pci_ids_extract("2330 GH100")
+
+
+def test_gpu_admin_tools_extract_reads_the_dicts_as_text():
+    gen = _generator()
+    names = "GPU_NAME_BY_DEVID = {\n 0x2342: 'H100',\n 0x2330: 'H100',\n 0x2342: 'GH200',\n}\n"
+    ranges = "GPU_DEVID_CHIPS = [\n  (0x2900, 0x297F, 'blackwell', 'gb100'),\n]\n"
+    lines = gen.extract_gpu_admin_tools(names, ranges)
+    assert lines == ["name\t2330\tH100", "name\t2342\tGH200", "chip\t2900\t297f\tblackwell\tgb100"]
+    assert gen.read_gpu_admin_tools_extract("\n".join(lines)) == (
+        {"0x2330": "H100", "0x2342": "GH200"}, [(0x2900, 0x297F, "Blackwell", "GB100")])
+    with pytest.raises(gen.TableError, match="line 1 is neither"):
+        gen.read_gpu_admin_tools_extract("chip\t297f\t2900\tblackwell\tgb100")
+
+
+@pytest.mark.parametrize("text, chip", [
+    ("GH100 [H100 SXM5 80GB]", "GH100"), ("GA102GL [RTX A6000]", "GA102"),
+    ("AD104M [GeForce RTX 4070 Max-Q / Mobile]", "AD104"),
+    ("GB203M / GN22-X11 [GeForce RTX 5090 Max-Q / Mobile]", "GB203"), ("GK110BGL [Tesla Stella SXM]", "GK110"),
+    ("GA107BM / GN20-P0-R-K2 [GeForce RTX 3050 6GB Laptop GPU]", "GA107"), ("GB10B [Jetson AGX Thor]", "GB10B"),
+    ("GB20B [GB10]", "GB20B"), ("GH100", "GH100"), ("TU104GL [Tesla T4]", "TU104"),
+    ("GB202 High Definition Audio Controller", None), ("GH100 [H100 NVSwitch]", None),
+    ("TU102 USB Type-C UCSI Controller", None), ("GB10 GEN5 X4 PCIe host", None), ("GB20B PCI bridge", None),
+    ("GB6-256(N22W-ES-A1)", None), ("MCP79 Host Bridge", None), ("G92 [GeForce 9800 GT]", None), ("", None)])
+def test_pci_chip_reads_the_chip_a_pci_ids_text_starts_with(text, chip):
+    assert _generator().pci_chip(text) == chip
+
+
+def test_chips_extends_each_chip_by_the_row_its_listed_ids_share():
+    gen = _generator()
+    rows = {"0x2330": ("NVIDIA H100 80GB HBM3", "either", "", "525"),
+            "0x2335": ("NVIDIA H200", "either", "", "550"),
+            "0x2342": ("NVIDIA GH200 120GB", "open", "", "535"),
+            "0x11bf": ("GRID K2", "proprietary", "367", ""), "0x1180": ("GeForce GTX 680", "proprietary", "470", "")}
+    pci = {"0x2330": "GH100 [H100 SXM5 80GB]", "0x2337": "GH100 [H100 SXM5 64GB]", "0x2343": "GH100", "0x2329": "GH100 [H20]",
+           "0x22a3": "GH100 [H100 NVSwitch]", "0x11bf": "GK104GL [GRID K2]", "0x1180": "GK104 [GeForce GTX 680]",
+           "0x1182": "GK104 [GeForce GTX 760 Ti]", "0x2b00": "GB10B [Jetson AGX Thor]"}
+    admin = {"0x2343": "GH200", "0x2342": "GH200", "0x2329": "H20", "0x2309": "H20"}
+    chip_of, by_chip, skipped = gen.chips(dict(rows, **{"0x2329": ("NVIDIA H20", "either", "", "535")}), pci, admin,
+                                          [(0x2900, 0x297F, "Blackwell", "GB100")])
+    assert chip_of["0x2337"] == chip_of["0x2309"] == "GH100" and "0x22a3" not in chip_of and chip_of["0x2b00"] == "GB10B"
+    assert by_chip["0x2337"] == ("H100 SXM5 64GB (GH100, not in NVIDIA's lists)", "either", "", "525")
+    assert by_chip["0x2309"] == ("H20 (GH100, not in NVIDIA's lists)", "either", "", "525")
+    assert by_chip["0x2343"] == ("GH200 (GH100, not in NVIDIA's lists)", "open", "", "535")
+    assert "0x1182" not in by_chip and skipped == {"GK104": "its listed ids disagree: proprietary/367, proprietary/470"}
+    assert "0x2b00" not in by_chip
+    with pytest.raises(gen.TableError, match="0x2901: pci.ids says chip GB102, gpu-admin-tools GB100"):
+        gen.chips({"0x2901": ("NVIDIA B200", "open", "", "570")}, {"0x2901": "GB102 [B200]"}, {},
+                  [(0x2900, 0x297F, "Blackwell", "GB100")])
+    with pytest.raises(gen.TableError, match="chip GB100 is Blackwell, not Hopper"):
+        gen.chips({}, {"0x2901": "GB100 [B200]"}, {}, [(0x2900, 0x297F, "Hopper", "GB100")])
+
+
+def test_an_open_only_id_is_never_given_a_chips_other_flavour():
+    gen = _generator()
+    # an id from 0x2900 whose chip's listed ids were not open-only would be a contradiction: not extended
+    _, by_chip, skipped = gen.chips({"0x28ff": ("X", "either", "", "")}, {"0x28ff": "AD107 [X]", "0x2900": "AD107 [Y]"})
+    assert by_chip == {} and "0x2900 is Blackwell or later" in skipped["AD107"]
