@@ -7,9 +7,10 @@
 * ``gpudirect_signing_check`` judges gpudirect_module_signing's read-only check of
   the chain for the running and the next boot kernel
   (``module_utils/gpudirect_secure_boot.py`` ``verification_check``).
-* ``gpudirect_fabric_check`` judges each GPU's NVLink fabric state from the facts
-  (``module_utils/gpudirect_nvlink.py`` ``judge_fabric``): Completed/Success, or a failure
-  naming the GPUs; skipped where no GPU is on a fabric.
+* ``gpudirect_fabric_check`` judges each GPU's whole NVLink Fabric section from the facts
+  (``module_utils/gpudirect_nvlink.py`` ``judge_fabric``): Completed/Success with no Health
+  fault, or a failure naming the GPUs, the faulty Health rows and any field or value the
+  toolkit does not know; skipped where no GPU is on a fabric.
 * ``gpudirect_in_service_check`` judges, read-only, a node in service whose data path
   the role leaves alone (``plugin_utils/gpudirect_in_service.py``): driver, an ACTIVE
   RDMA port, a peer-memory path.

@@ -68,15 +68,18 @@ def test_nvlink_status_malformed_is_named(text, message):
 def test_fabric_of_the_two_h200s():
     fabric = nvlink.parse_fabric(read(H200X2_CAPTURE, "nvidia-smi-q.txt"))
     assert sorted(fabric) == list(ADDRESSES)
+    # 580.159.04 prints a Health sub-block, every row N/A on HGX H200: read, not dropped
+    health_na = dict((key, None) for key in nvlink.HEALTH_LABELS)
     for state in fabric.values():
         assert state == {"state": "Completed", "status": "Success", "clique_id": 0,
-                         "cluster_uuid": "00000000-0000-0000-0000-000000000000"}
+                         "cluster_uuid": "00000000-0000-0000-0000-000000000000", "health": health_na, "unknown": {}}
 
 
 def test_fabric_of_the_one_gpu_h200_is_not_applicable():
     # the one-GPU machine: a Fabric section whose fields are N/A; "GPU Fabric GUID" is another field
     assert nvlink.parse_fabric(read(H200_CAPTURE, "nvidia-smi-q.txt")) == {
-        "0000:00:06.0": {"state": None, "status": None, "clique_id": None, "cluster_uuid": None}}
+        "0000:00:06.0": {"state": None, "status": None, "clique_id": None, "cluster_uuid": None,
+                         "health": dict((key, None) for key in nvlink.HEALTH_LABELS), "unknown": {}}}
 
 
 def test_fabric_section_absent_and_malformed():
