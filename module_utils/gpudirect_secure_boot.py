@@ -20,6 +20,11 @@ Three sources, each parsed here and nowhere else:
   Ubuntu kernels lock down to ``integrity`` when booted with Secure Boot) and
   ``/sys/module/module/parameters/sig_enforce`` (``Y``/``N``). Either one enforcing
   means every module the toolkit builds must be signed by a key the kernel trusts.
+  When neither can be read, Secure Boot stands in for them only when the kernel counts
+  the boot as Secure Boot: not with shim's validation disabled (``SecureBoot validation
+  is disabled in shim``), which the kernel's EFI stub reads as Secure Boot off
+  (``efi_get_secureboot``: shim's ``MokSBState``/``MokSBStateRT`` = 1), so nothing of
+  Secure Boot's locks it down (``signature_policy``).
 
 The keys the kernel trusts for modules live in the ``.builtin_trusted_keys``,
 ``.secondary_trusted_keys``, ``.platform`` and (kernel 5.18+) ``.machine`` keyrings;
@@ -54,21 +59,38 @@ def parse_mokutil_sb_state(text):
     "shim_validation_disabled": bool, "source": "mokutil"}``. Raises ``ValueError`` naming the
     text when no line is one mokutil prints."""
     state = {"secure_boot": None, "setup_mode": False, "shim_validation_disabled": False, "source": "mokutil"}
+    found = []
     for line in _lines(text):
         if line == "SecureBoot enabled":
-            state["secure_boot"] = "enabled"
+            found.append("enabled")
         elif line == "SecureBoot disabled":
-            state["secure_boot"] = "disabled"
-        elif line.startswith("Cannot determine secure boot state"):
-            state["secure_boot"] = "unknown"
+            found.append("disabled")
+        elif line.startswith("Cannot determine secure boot state") or line == "SecureBoot unknown":
+            # "SecureBoot unknown" (no newline): mokutil 0.2.0's sb_state
+            found.append("unknown")
         elif line == "SecureBoot validation is disabled in shim":
             state["shim_validation_disabled"] = True
         elif line == "Platform is in Setup Mode":
             state["setup_mode"] = True
-        elif "EFI variables are not supported" in line or "doesn't support Secure Boot" in line:
-            state["secure_boot"] = "unsupported"
-    if state["secure_boot"] is None:
-        raise ValueError("mokutil --sb-state printed no Secure Boot state: %r" % (text or "")[:200])
+        elif ("EFI variables are not supported" in line or "doesn't support Secure Boot" in line
+              or "does't support Secure Boot" in line):
+            # "does't": mokutil 0.3.0's spelling (fixed upstream in 2016, still printed by older packages)
+            found.append("unsupported")
+    shown = (text or "")[:200]
+    if not found:
+        raise ValueError("mokutil --sb-state printed no Secure Boot state: %r" % shown)
+    if len(set(found)) > 1:
+        raise ValueError("mokutil --sb-state printed more than one Secure Boot state (%s): %r"
+                         % (", ".join(found), shown))
+    state["secure_boot"] = found[0]
+    # mokutil's sb_state prints the shim line only after "SecureBoot enabled" and the Setup Mode
+    # line only after "SecureBoot disabled"; anything else is not mokutil's output
+    if state["shim_validation_disabled"] and state["secure_boot"] != "enabled":
+        raise ValueError("mokutil --sb-state printed 'SecureBoot validation is disabled in shim' without "
+                         "'SecureBoot enabled': %r" % shown)
+    if state["setup_mode"] and state["secure_boot"] != "disabled":
+        raise ValueError("mokutil --sb-state printed 'Platform is in Setup Mode' without 'SecureBoot disabled': %r"
+                         % shown)
     return state
 
 
@@ -141,6 +163,46 @@ def module_signature_policy(lockdown=None, sig_enforce=None):
     if lockdown is None and not enforce:
         return {"required": None, "why": "neither /sys/kernel/security/lockdown nor module.sig_enforce is readable"}
     return {"required": False, "why": "lockdown %s, module.sig_enforce=%s" % (lockdown or "absent", enforce or "absent")}
+
+
+def kernel_secure_boot_state(state):
+    """Whether the running kernel counts its boot as Secure Boot, from a state that
+    ``parse_mokutil_sb_state`` or ``read_efivars`` returned: ``enabled`` only when the
+    firmware has Secure Boot on outside Setup Mode and shim's validation is on. With
+    ``shim_validation_disabled`` the kernel's EFI stub returns Secure Boot disabled
+    (``efi_get_secureboot``: shim's MokSBState, since the stable fix its mirror MokSBStateRT,
+    = 1), so neither lockdown nor the IMA policy follows from Secure Boot. Otherwise the
+    state's own word (``disabled``, ``unsupported``, ``unknown``; None when not read)."""
+    sb = (state or {}).get("secure_boot")
+    if sb == "enabled" and ((state or {}).get("shim_validation_disabled") or (state or {}).get("setup_mode")):
+        return "disabled"
+    return sb
+
+
+def signature_policy(state, lockdown=None, sig_enforce=None):
+    """``{"required": bool|None, "why": str}``: whether the running kernel refuses unsigned
+    modules, decided from what the kernel itself shows (``lockdown``, ``sig_enforce``, see
+    ``module_signature_policy``). Only when neither is readable does the Secure Boot state
+    stand in: required when the kernel counts the boot as Secure Boot
+    (``kernel_secure_boot_state``), unknown otherwise - also with Secure Boot enabled and
+    shim's validation disabled, which the kernel counts as Secure Boot off."""
+    policy = module_signature_policy(lockdown, sig_enforce)
+    state = state or {}
+    kernel_sb = kernel_secure_boot_state(state)
+    shim_off = state.get("secure_boot") == "enabled" and bool(state.get("shim_validation_disabled"))
+    shim_note = "Secure Boot is enabled with shim validation disabled, which the kernel counts as Secure Boot off"
+    if policy["required"] is None:
+        if kernel_sb == "enabled":
+            return {"required": True, "why": "Secure Boot is enabled (the kernel's lockdown is not readable)"}
+        if shim_off:
+            return {"required": None, "why": "%s; %s" % (shim_note, policy["why"])}
+        return policy
+    if kernel_sb == "enabled" and policy["required"]:
+        return {"required": True, "why": "Secure Boot is enabled: %s" % policy["why"]}
+    if shim_off:
+        return {"required": policy["required"], "why": "%s (%s%s)" % (
+            policy["why"], shim_note, "; the kernel enforces signatures regardless" if policy["required"] else "")}
+    return policy
 
 
 LOCKDOWN_MODES = ("none", "integrity", "confidentiality")
@@ -734,11 +796,7 @@ def collect(root="/", run=None, live=False):
             out["errors"].append(str(exc))
     enforce = read_text(under("sys", "module", "module", "parameters", "sig_enforce"))
     out["sig_enforce"] = enforce.strip() if enforce is not None else None
-    policy = module_signature_policy(out["lockdown"], out["sig_enforce"])
-    if policy["required"] is None and out["secure_boot"] == "enabled":
-        policy = {"required": True, "why": "Secure Boot is enabled (the kernel's lockdown is not readable)"}
-    elif policy["required"] and out["secure_boot"] == "enabled":
-        policy = {"required": True, "why": "Secure Boot is enabled: %s" % policy["why"]}
+    policy = signature_policy(out, out["lockdown"], out["sig_enforce"])
     out["signatures_required"], out["enforcement"] = policy["required"], policy["why"]
 
     keys_text = read_text(under("proc", "keys"))
