@@ -19,8 +19,15 @@ Three shapes are read, each tested on the fixtures in ``tests/fixtures/dcgm/``:
   rows per entity and ``| Warning: GPU0 | ... |`` rows (NVIDIA/DCGM ``dcgmi/Diag.cpp``). A table
   must end with its closing ``+---...---+`` line: a cut-short table is an error, never a pass.
 
-A test's status is one of Pass, Fail, Warn, Skip. The diagnostic fails on any Fail or
-on a runtime error; Warn and Skip are reported and pass. A status not in that list
+Every layout ``dcgmi/Diag.cpp`` prints, 2.x to 4.6, is read (tests/fixtures/dcgm/README.md):
+``Error`` rows of a 2.x/3.x Deployment test, the ``Code: (...)`` row of a 2.x/3.x Diagnostic
+``Warn - All``, a GPU list dcgmi cut to ``...``, a test or entity not run (``Not Run``, or an
+empty cell in DCGM 4.0 to 4.4), continuation rows whose text looks like a result, one table per
+run of ``--iterations`` and its ``Aborting ...`` line; in JSON a DCGM 4 test written as its name
+alone (not run), ``test_summary`` warnings, and the ``iterations`` document.
+
+A test's status is one of Pass, Fail, Warn, Skip (Not Run is Skip). The diagnostic fails on
+any Fail or on a runtime error; Warn and Skip are reported and pass. A status not in that list
 fails with its text (the parser does not guess what a new word means).
 """
 
@@ -34,7 +41,6 @@ import re
 STATUSES = ("Fail", "Warn", "Pass", "Skip")   # worst first
 _CATEGORY = re.compile(r"^[|+]-{3,}\s+(.+?)\s+-{3,}\+")
 _ROW = re.compile(r"^\|\s(.*?)\s*\|\s(.*?)\s*\|\s*$")
-_ENTITY = re.compile(r"^([A-Za-z_]+\s*\d+):\s*(\S.*?)\s*$")
 
 
 class DcgmOutputError(ValueError):
@@ -106,51 +112,115 @@ def _from_json(doc):
                 entities.append({"entity": who, "status": normalise_status(result.get("status")),
                                  "warnings": [w.get("warning") for w in result.get("warnings") or []
                                               if isinstance(w, dict) and w.get("warning")]})
-            summary = (test.get("test_summary") or {}).get("status")
-            if summary is not None:
-                status = normalise_status(summary)
+            summary = test.get("test_summary") or {}
+            entry = {"category": category.get("category"), "name": test["name"], "entities": entities}
+            if summary.get("status") is not None:
+                word = summary["status"]
+                entry["status"] = "Skip" if str(word).strip().lower() == "not run" else normalise_status(word)
             elif entities:
-                status = _worst(e["status"] for e in entities)
+                entry["status"] = _worst(e["status"] for e in entities)
+            elif fmt == "json-v4":
+                # DCGM 4 writes a test it did not run as its name alone: HelperJsonAddResult leaves out
+                # results and the test_summary of DCGM_DIAG_RESULT_NOT_RUN (dcgmi/Diag.cpp, 4.0 to 4.6)
+                entry["status"], entry["not_run"] = "Skip", True
             else:
                 raise DcgmOutputError("dcgmi diag JSON: test %r has neither a test_summary nor results"
                                       % test["name"])
-            out["tests"].append({"category": category.get("category"), "name": test["name"], "status": status,
-                                 "entities": entities})
+            # DCGM 4: errors of no entity are the test_summary's warnings ("Warning" rows of the table)
+            details = [{"kind": "warning", "entity": None, "text": w["warning"]}
+                       for w in summary.get("warnings") or [] if isinstance(w, dict) and w.get("warning")]
+            if details:
+                entry["details"] = details
+            out["tests"].append(entry)
+    return out
+
+
+def _from_json_iterations(doc):
+    """``dcgmi diag --iterations N -j``: ``{"iterations": [one run's document, ...], "Overall Result":
+    "Pass"|"Fail", "warning": why it stopped}`` (dcgmi/Diag.cpp RunStartDiag; NvvsJsonStrings.h)."""
+    runs = doc.get("iterations")
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        raise DcgmOutputError("dcgmi diag JSON: 'iterations' is not a list of runs: %r" % (runs,))
+    out = None
+    for number, run in enumerate(runs, start=1):
+        parsed = _from_json(run)
+        for test in parsed["tests"]:
+            test["iteration"] = number
+        if out is None:
+            out = parsed
+            continue
+        out["tests"] += parsed["tests"]
+        out["runtime_error"] = out["runtime_error"] or parsed["runtime_error"]
+    overall = doc.get("Overall Result")
+    if overall is not None and _status_word(overall, overall) == "Fail" and not out["runtime_error"] \
+            and not any(t["status"] == "Fail" for t in out["tests"]):
+        out["runtime_error"] = "the iterative runs stopped: %s" % (doc.get("warning") or "Overall Result Fail")
+    out["iterations"] = len(runs)
     return out
 
 
 _TABLE_ROW = re.compile(r"^\|(?P<name>[^|]*)\|(?P<value>.*)\|\s*$")
 _RULE = re.compile(r"^\+-{10,}\+-{10,}\+$")          # header top and the closing line
 # DCGM 2.x/3.x result cells: "Pass", "Fail - All", "Pass - GPUs: 0, 2, 3", "Fail - GPU: 1"
-# (dcgmi/Diag.cpp HelperDisplayGpuResults); DCGM 4.x: "Pass"/"Fail"/"Warn"/"Skip"/"Not Run"
-# for the test and "GPU0: Pass" rows per entity (HelperDisplayEntityResults)
-_RESULT = re.compile(r"^(?P<word>[A-Za-z][A-Za-z ]*?)(?:\s+-\s+(?:(?P<all>All)|[A-Za-z]+s?:\s*(?P<ids>[\d ,]+?)))?\s*$")
-_DETAIL = re.compile(r"^(?P<kind>Warning|Info)(?::\s*(?P<entity>[A-Za-z]+\d+))?$")
+# (dcgmi/Diag.cpp HelperDisplayGpuResults); DCGM 4.x: "Pass"/"Fail"/"Warn"/"Skip" for the test
+# and "GPU0: Pass" rows per entity (HelperDisplayEntityResults), a test or entity that did not run
+# printed as "" by 4.0 to 4.4 and as "Not Run" from 4.5 (HelperDisplayDiagResult). A cell longer
+# than its 46 columns is cut by dcgmi itself to 43 characters and "..." (CommandOutputController::
+# ReplaceTag): a long GPU list of 2.x/3.x ends so.
+_RESULT = re.compile(r"^(?P<word>[A-Za-z][A-Za-z ]*?)(?:\s+-\s+(?:(?P<all>All)|[A-Za-z]+s?:\s*"
+                     r"(?P<ids>[\d ,]*?)(?P<cut>\.\.\.)?))?\s*$")
+_ENTITY = re.compile(r"^(?P<entity>[A-Za-z_]+)(?P<id>\d+):(?:\s+(?P<word>\S.*?))?\s*$")
+# DcgmFieldsGetEntityGroupString (dcgmlib/src/dcgm_fields.cpp)
+ENTITY_GROUPS = ("GPU", "vGPU", "Switch", "GPU_I", "GPU_CI", "LINK", "CPU", "CPU_CORE", "ConnectX", "None")
+# "Warning"/"Info" (every version), "Warning: GPU1"/"Info: GPU1" (4.x, per entity) and "Error"
+# (2.x/3.x, a Deployment test's errors: HelperDisplayDeploymentResult)
+_DETAIL = re.compile(r"^(?P<kind>Warning|Info|Error)(?::\s*(?P<entity>[A-Za-z_]+\d+))?$")
 _V3_DETAIL_GPU = re.compile(r"^GPU (\d+) ")
+_CODE = re.compile(r"^Code: \((?P<code>\d+)\)$")   # 2.x/3.x: Diagnostic "Warn - All", then its return code
+_ITERATION = re.compile(r"^Running iteration (?P<n>\d+) of (?P<of>\d+)\.\.\.$")
+_ABORTED = re.compile(r"^Aborting the iterative runs of the diagnostic due to failure: (?P<why>.*)$")
 _CELL_WIDTH = 45   # DATA_INFO_TAG_LEN: a detail is cut into 45-character pieces, one per row
 
 
 def _status_word(word, cell):
-    if word == "Not Run":   # DCGM 4: the test did not run on that entity
+    """A result word of the table or the JSON -> one of STATUSES; a test or entity DCGM did not run
+    ("Not Run", or "" in DCGM 4.0 to 4.4) is Skip. Anything else raises, quoting ``cell``."""
+    text = str(word if word is not None else "").strip()
+    if text.lower() in ("not run", ""):
         return "Skip"
     try:
-        return normalise_status(word)
+        return normalise_status(text)
     except DcgmOutputError:
-        raise DcgmOutputError("dcgmi diag table: the result cell %r does not start with one of %s; read the "
-                              "report of 'dcgmi diag' on the node" % (cell, "/".join(STATUSES)))
+        raise DcgmOutputError("dcgmi diag: the result %r is none of %s (nor Not Run); read the report of "
+                              "'dcgmi diag' on the node" % (cell, "/".join(STATUSES)))
+
+
+def _entity_row(value):
+    """``(entity, status)`` of a DCGM 4 per-entity row ("GPU0: Pass", "GPU3: " for not run), or None
+    when ``value`` is not one: the group must be one DCGM prints and the word a result word."""
+    match = _ENTITY.match(value)
+    if not match or match.group("entity") not in ENTITY_GROUPS:
+        return None
+    word = match.group("word") or ""
+    if word.lower() not in [w.lower() for w in STATUSES] + ["not run", ""]:
+        return None
+    return match.group("entity") + match.group("id"), _status_word(word, value)
 
 
 def parse_table(text):
     """The rows of a ``dcgmi diag`` text table, without judging whether it is whole.
 
-    Returns the parsed dict of :func:`parse_diag` plus ``complete`` (the table's closing
-    line was read after its header). Warning and Info rows (DCGM 2.x/3.x ``| Warning | GPU 0
-    ... |``, DCGM 4.x ``| Warning: GPU0 | ... |``) and their continuation rows become the
-    last test's ``details`` (``{"kind", "entity", "text"}``) and the entity's ``warnings``.
+    Returns the parsed dict of :func:`parse_diag` plus ``complete`` (every table's closing line
+    was read after its header). Warning, Info and Error rows (DCGM 2.x/3.x ``| Warning | GPU 0
+    ... |``, ``| Error | ... |``, DCGM 4.x ``| Warning: GPU0 | ... |``) and their continuation
+    rows become the last test's ``details`` (``{"kind", "entity", "text"}``) and the entity's
+    ``warnings``; a continuation row is read as such even where its 45 characters happen to look
+    like a result ("Link 3: ..."): only a row naming a DCGM entity group and a result word is
+    one. ``dcgmi diag --iterations N`` prints one table per run: their tests carry ``iteration``.
     """
     out = {"format": "text", "dcgm_version": None, "driver_version": None, "runtime_error": None, "tests": [],
            "complete": False}
-    category, header, detail = None, False, None
+    category, header, detail, iteration, tables, closed = None, False, None, None, 0, 0
     for line in (text or "").splitlines():
         line = line.rstrip()
         if not line.strip():
@@ -160,8 +230,21 @@ def parse_table(text):
             category, detail = head.group(1), None
             continue
         if _RULE.match(line):
-            if header and (out["tests"] or category):
-                out["complete"] = True
+            if header and (out["tests"] or category) and closed < tables:
+                closed = tables
+                header, category, detail = False, None, None
+            continue
+        stripped = line.strip()
+        run = _ITERATION.match(stripped)
+        if run or stripped == "Successfully ran diagnostic for group.":
+            if closed < tables:   # the last table's closing line never came
+                raise DcgmOutputError("dcgmi diag table: a new table starts before the last one closed: %r" % line)
+            if run:
+                iteration = int(run.group("n"))
+            continue
+        aborted = _ABORTED.match(stripped)
+        if aborted:
+            out["runtime_error"] = "the iterative runs stopped: %s" % aborted.group("why")
             continue
         row = _TABLE_ROW.match(line)
         if not row:
@@ -171,9 +254,14 @@ def parse_table(text):
         raw = raw[1:] if raw.startswith(" ") else raw
         value = raw.strip()
         if name.startswith("===") or (name == "Diagnostic" and value == "Result"):
+            if not header:
+                if closed < tables:
+                    raise DcgmOutputError("dcgmi diag table: a new table starts before the last one closed: %r"
+                                          % line)
+                tables += 1
             header = True
             continue
-        if out["complete"]:
+        if closed == tables and tables:
             raise DcgmOutputError("dcgmi diag table has rows after its closing line: %r" % line)
         if category == "Metadata":
             if name == "DCGM Version":
@@ -196,50 +284,68 @@ def parse_table(text):
             continue
         if name:
             result = _RESULT.match(value)
-            if not result:
+            if value and not result:
                 raise DcgmOutputError("dcgmi diag table: test %r has the result %r, which is none of %s"
                                       % (name, value, "/".join(STATUSES)))
-            status = _status_word(result.group("word"), value)
+            status = _status_word(result.group("word") if value else "", value)
             test = {"category": category, "name": name, "status": status, "entities": []}
-            for gpu in (result.group("ids") or "").replace(" ", "").split(","):
-                if gpu:
-                    test["entities"].append({"entity": "GPU" + gpu, "status": status, "warnings": []})
+            if not value:
+                test["not_run"] = True           # DCGM 4.0 to 4.4 print a test not run as ""
+            if iteration is not None:
+                test["iteration"] = iteration
+            _add_gpu_list(test, result, status, value)
             tests.append(test)
             detail = None
             continue
         if not tests:
             raise DcgmOutputError("dcgmi diag table: a result row before any test: %r" % line)
-        entity = _ENTITY.match(value)
+        code = _CODE.match(value)
+        entity = _entity_row(value)
         result = _RESULT.match(value) if detail is None else None
-        if entity:                                      # DCGM 4: "GPU0: Pass"
-            status = _status_word(entity.group(2), value)
-            tests[-1]["entities"].append({"entity": entity.group(1).replace(" ", ""), "status": status,
-                                          "warnings": []})
+        if code and tests[-1]["name"] == "Diagnostic":
+            tests[-1].setdefault("details", []).append({"kind": "code", "entity": None, "text": value})
+            detail = None
+        elif entity:                                     # DCGM 4: "GPU0: Pass"
+            tests[-1]["entities"].append({"entity": entity[0], "status": entity[1], "warnings": []})
             detail = None
         elif result and (result.group("ids") or result.group("all")):   # DCGM 3: "Fail - GPU: 1"
-            status = _status_word(result.group("word"), value)
-            for gpu in (result.group("ids") or "").replace(" ", "").split(","):
-                if gpu:
-                    tests[-1]["entities"].append({"entity": "GPU" + gpu, "status": status, "warnings": []})
+            _add_gpu_list(tests[-1], result, _status_word(result.group("word"), value), value)
         elif detail is not None:                         # the next 45 characters of a detail
             piece = raw.rstrip()
             # a piece shorter than the cell lost its trailing blanks to the table's padding
             detail["text"] += (" " if detail.pop("_piece", _CELL_WIDTH) < _CELL_WIDTH else "") + piece
             detail["_piece"] = len(piece)
+        elif _ENTITY.match(value) and _ENTITY.match(value).group("entity") in ENTITY_GROUPS:
+            _status_word(_ENTITY.match(value).group("word"), value)   # raises, naming the cell
         else:
             raise DcgmOutputError("dcgmi diag table: %r under test %r is neither a per-GPU result nor the "
                                   "continuation of a warning" % (value, tests[-1]["name"]))
+    out["complete"] = bool(tables) and closed == tables
     for test in out["tests"]:
         if test["entities"]:
             test["status"] = _worst([test["status"]] + [e["status"] for e in test["entities"]])
         for item in test.get("details", []):
             item.pop("_piece", None)
             item["text"] = re.sub(r"\s+", " ", item["text"]).strip()
-            if item["kind"] == "warning":
+            if item["kind"] in ("warning", "error"):
                 for ent in test["entities"]:
                     if ent["entity"] == item["entity"]:
                         ent["warnings"].append(item["text"])
     return out
+
+
+def _add_gpu_list(test, result, status, cell):
+    """The GPUs of a 2.x/3.x result cell ("Fail - GPUs: 0, 2") as the test's entities; a list dcgmi
+    cut short ("... 1...") keeps the GPUs it shows whole and is noted in the test's ``cut``."""
+    if not result:
+        return
+    ids = [gpu for gpu in (result.group("ids") or "").replace(" ", "").split(",") if gpu]
+    if result.group("cut"):
+        if (result.group("ids") or "")[-1:].isdigit():   # "... 9, 1...": the last number may be cut too
+            ids = ids[:-1]
+        test.setdefault("cut", []).append(cell)
+    for gpu in ids:
+        test["entities"].append({"entity": "GPU" + gpu, "status": status, "warnings": []})
 
 
 def _from_text(text):
@@ -259,7 +365,10 @@ def parse_diag(text, rc=0):
     reach the host engine, an unknown option), with its last lines.
     """
     doc = _json_doc(text)
-    parsed = _from_json(doc) if doc is not None else _from_text(text)
+    if doc is not None and "iterations" in doc:
+        parsed = _from_json_iterations(doc)
+    else:
+        parsed = _from_json(doc) if doc is not None else _from_text(text)
     if not parsed["tests"] and not parsed["runtime_error"]:
         raise DcgmOutputError("dcgmi diag printed no test result (exit status %s). Last lines: %s"
                               % (rc, _tail(text)))
@@ -284,8 +393,10 @@ def diag_summary(parsed, level=None):
         if test["status"] not in ("Fail", "Warn"):
             continue
         who = [e["entity"] for e in test["entities"] if e["status"] == test["status"] and e["entity"]]
-        first = [d["text"] for d in test.get("details", []) if d["kind"] == "warning"][:1] or \
+        first = [d["text"] for d in test.get("details", []) if d["kind"] in ("warning", "error")][:1] or \
             [w for e in test["entities"] for w in e["warnings"]][:1]
+        if test.get("cut") and who:
+            who.append("... (dcgmi cut the GPU list short)")
         bad.append("%s %s%s%s" % (test["name"], test["status"], " [%s]" % ", ".join(who) if who else "",
                                   ": %s" % first[0][:200] if first else ""))
     if bad:
