@@ -43,6 +43,30 @@ def release_problem(value):
     return None
 
 
+# A package version as apt-cache policy and rpm print it (gpudirect_kernel_update_target): Debian
+# policy 5.6.12 [epoch:]upstream_version[-debian_revision], the upstream part starting with a digit
+# and made of letters, digits and . + ~ -; RPM's [epoch:]version-release also uses _ and ^
+# (5.14.0-427.13.1.el9_4). One token: never a blank, "/", "=" or a shell character.
+PACKAGE_VERSION_RE = re.compile(r"^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~^_-]*\Z")
+PACKAGE_VERSION_MAX = 128
+
+
+def package_version_problem(value):
+    """Why ``value`` is not a package version (a sentence), or None when it is one."""
+    if not isinstance(value, str):
+        return "it is a %s, not a string" % type(value).__name__
+    if not value:
+        return "it is empty"
+    if len(value) > PACKAGE_VERSION_MAX:
+        return "it is longer than %d characters" % PACKAGE_VERSION_MAX
+    bad = sorted(set(c for c in value if not (c.isalnum() and c.isascii()) and c not in ".+~^_-:"))
+    if bad:
+        return "it contains %s" % ", ".join(repr(c) for c in bad)
+    if not PACKAGE_VERSION_RE.match(value):
+        return "it does not start with a digit (or an epoch, digits and a colon, then a digit)"
+    return None
+
+
 def is_release(value):
     """True when ``value`` looks like a kernel release (:func:`release_problem` has nothing)."""
     return release_problem(value) is None

@@ -33,11 +33,19 @@ Kinds and their options:
                unit tests accept a ``path`` without ``under`` only with it.
 ``hint``       (any kind) text appended to each message: what to do.
 ``fingerprints``  list of OpenPGP fingerprints, 40 (v4) or 64 (v6) hex digits, at least one.
+``kernel_release``  a kernel release as ``uname -r`` prints it (module_utils/gpudirect_kernel.py
+               ``release_problem``): one path component, never ``.``, ``..``, a ``/``, a blank or
+               a shell character; ``optional: true`` accepts ``""``. ``kernel_releases`` a list.
+``package_version``  a package version as apt and rpm print it (``6.1.192-2``,
+               ``5.14.0-427.13.1.el9_4``; ``package_version_problem`` there), or a mapping
+               package name: version; ``""`` and ``{}`` are accepted (none given).
 """
 
 from __future__ import annotations
 
 import re
+
+from ansible.module_utils.gpudirect_kernel import package_version_problem, release_problem
 
 UNIT_SUFFIXES = (".service", ".socket", ".device", ".mount", ".automount", ".swap", ".target",
                  ".path", ".timer", ".slice", ".scope")
@@ -51,7 +59,8 @@ _REPO_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*\Z")
 _FINGERPRINT = re.compile(r"^([0-9A-Fa-f]{40}|[0-9A-Fa-f]{64})\Z")
 RULE_KINDS = ("path", "paths", "source", "filename", "unit", "units", "url", "repo_component", "repo_components",
-              "argv", "packages", "timeout", "text", "texts", "fingerprints")
+              "argv", "packages", "timeout", "text", "texts", "fingerprints", "kernel_release", "kernel_releases",
+              "package_version")
 
 
 def _show(value):
@@ -252,6 +261,45 @@ def check_fingerprints(knob, value):
     return []
 
 
+def check_kernel_release(knob, value, optional=False):
+    if optional and value == "":
+        return []
+    problem = release_problem(value)
+    if problem:
+        return ["%s=%s is not a kernel release as uname -r prints it (e.g. 6.1.0-50-amd64, "
+                "5.14.0-427.13.1.el9_4.x86_64): %s" % (knob, _show(value), problem)]
+    return []
+
+
+def check_kernel_releases(knob, value):
+    return _each(knob, value, "kernel releases (uname -r)", check_kernel_release)
+
+
+def check_package_version(knob, value):
+    if value in ("", {}):
+        return []
+    if isinstance(value, dict):
+        found = []
+        for name in sorted(value, key=str):
+            if not isinstance(name, str) or not _PACKAGE.match(name):
+                found.append("%s: %s is not a package name (letters, digits, + . _ -, starting with a letter or digit)"
+                             % (knob, _show(name)))
+                continue
+            problem = package_version_problem(value[name])
+            if problem:
+                found.append("%s[%s]=%s is not a package version such as 6.1.192-2 or 5.14.0-427.13.1.el9_4: %s"
+                             % (knob, name, _show(value[name]), problem))
+        return found
+    if not isinstance(value, str):
+        return ["%s=%s must be a package version or a mapping package: version, not a %s"
+                % (knob, _show(value), type(value).__name__)]
+    problem = package_version_problem(value)
+    if problem:
+        return ["%s=%s is not a package version such as 6.1.192-2 or 5.14.0-427.13.1.el9_4 (apt-cache policy, "
+                "dnf list --showduplicates): %s" % (knob, _show(value), problem)]
+    return []
+
+
 def check(rule):
     """Messages for one rule dict (see the module docstring); raises ValueError on a malformed rule.
 
@@ -300,6 +348,12 @@ def _check(rule):
         return check_texts(knob, value, rule.get("allow_tab", False))
     if kind == "fingerprints":
         return check_fingerprints(knob, value)
+    if kind == "kernel_release":
+        return check_kernel_release(knob, value, rule.get("optional", False))
+    if kind == "kernel_releases":
+        return check_kernel_releases(knob, value)
+    if kind == "package_version":
+        return check_package_version(knob, value)
     raise ValueError("unknown input rule %r for %s (known: %s)" % (kind, knob, ", ".join(RULE_KINDS)))
 
 

@@ -36,6 +36,10 @@ CLASSES = {
     "package": (r"(_packages|_chain|package_patterns)$", {"packages", "texts"}),
     "timeout": (r"timeout$", {"timeout"}),
     "fingerprint": (r"fingerprints$", {"fingerprints"}),
+    # a kernel release (uname -r) names /lib/modules/<release>, /boot/vmlinuz-<release> and a DKMS tree;
+    # the kernel update's target is the kernel packages' version (issue #44 outcome 5)
+    "kernel": (r"(_kernels|_kernel_release|kernel_update_target)$", {"kernel_release", "kernel_releases",
+                                                                      "package_version"}),
 }
 
 # Bad values each class must reject (kind-specific values come from the rule's own options).
@@ -57,6 +61,13 @@ BAD = {
     "text": ["a\nb", "a\rb", "a\x00b", ["not", "a", "string"]],
     "timeout": [0, -1, "0", "-1", "10m", 1.5, True, None],
     "fingerprints": [[], ["3BF863CC"], ["A4B469963BF863CC"], "EB693B3035CD5710E231E123A4B469963BF863CC", ["Z" * 40]],
+    "kernel_release": ["..", ".", "../../etc", "6.1.0-50-amd64/../x", " 6.1.0", "6.1.0-50-amd64\n", "$(reboot)",
+                       ["6.1.0-50-amd64"]],
+    "kernel_releases": ["6.1.0-50-amd64", [".."], ["../../etc"], ["6.1.0-50-amd64/../x"], [" 6.1.0"], ["6.1.0;id"],
+                        ["6.1.0-50-amd64\n"], [6.1]],
+    "package_version": ["../../etc", "6.1.0-50-amd64/../x", " 6.1.0", "6.1.192-2 ", "6.1.192-2 extra",
+                        "linux-image-amd64=6.1.192-2", "amd64", ["6.1.192-2"], {"linux-image-amd64": "../x"},
+                        {"../x": "6.1.192-2"}, 6.1],
 }
 
 
@@ -140,7 +151,9 @@ def test_the_walk_finds_the_knobs_of_issue_15():
                      ("gpudirect_reboot", "gpudirect_reboot_timeout"), ("gpudirect_kernel_update", "kernel_update_drain_argv"),
                      ("gpudirect_nvidia_driver", "gpudirect_nvidia_driver_repo_key_fingerprints"),
                      ("gpudirect_mlnx_ofed", "gpudirect_mlnx_ofed_repo_key_fingerprints"),
-                     ("gpudirect_os_release_pin", "gpudirect_os_release_pin_vault_repositories.file")]:
+                     ("gpudirect_os_release_pin", "gpudirect_os_release_pin_vault_repositories.file"),
+                     ("gpudirect_dkms", "gpudirect_dkms_kernels"),
+                     ("gpudirect_kernel_update", "gpudirect_kernel_update_target")]:
         assert expected in ids, expected
     assert len(CASES) >= 35
 
