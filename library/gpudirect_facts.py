@@ -257,6 +257,19 @@ ansible_facts:
                   description: The NVLink cluster's UUID; null when N/A.
                   type: str
                   sample: 00000000-0000-0000-0000-000000000000
+                health:
+                  description:
+                    - The C(Health) sub-block of the section (drivers from about r565; GB200 and newer print every
+                      row), null when the driver prints none. Values as printed, C(N/A) as null.
+                    - Keys C(summary) (C(Healthy), C(Unhealthy), C(Limited Capacity)), C(bandwidth) (C(Full),
+                      C(Degraded)), C(route_recovery_in_progress), C(route_unhealthy), C(access_timeout_recovery)
+                      (C(True)/C(False)), C(incorrect_configuration) (C(None) or the fault) and C(partition_assigned).
+                  type: dict
+                  sample: {"summary": "Healthy", "bandwidth": "Full", "route_recovery_in_progress": "False"}
+                unknown:
+                  description: Every other line of the section, as C({path: value}); the fabric check fails naming each.
+                  type: dict
+                  sample: {}
         nvidia_driver:
           description: NVIDIA kernel module, from C(/proc/driver/nvidia/version).
           returned: always
