@@ -267,7 +267,7 @@ ansible_facts:
                   type: dict
                   sample: {"summary": "Healthy", "bandwidth": "Full", "route_recovery_in_progress": "False"}
                 unknown:
-                  description: Every other line of the section, as C({path: value}); the fabric check fails naming each.
+                  description: "Every other line of the section, as C({path: value}); the fabric check fails naming each."
                   type: dict
                   sample: {}
         nvidia_driver:
