@@ -125,11 +125,13 @@ def test_the_pool_runs_each_stage_once_in_whichever_lane_gets_to_it_first(tmp_pa
 
 
 def test_the_default_set_is_two_lanes_with_the_vm_chain_in_the_background():
-    """Two lanes for two cores (benchmarks/suite-time.md, 2026-11-29); every stage of the
-    default set is in one lane or the pool, and the table lists each."""
+    """Two lanes for two cores, and the CPU-only tiers niced in a third (benchmarks/suite-time.md,
+    2026-11-29); every stage of the default set is in one lane or the pool, and the table lists each."""
     text = open(os.path.join(ROOT, "scripts", "test.sh")).read()
     assert "  lane vm rdma kernel_update\n" in text
-    assert "  run_stages static unit container slurm\n" in text
+    # static and unit only in the CPU time the other lanes leave idle, no pool stage
+    assert '  LANE_NICE=19 LANE_POOL="" lane cpu static unit\n' in text
+    assert "  run_stages container slurm\n" in text
     assert 'export GPUDIRECT_TEST_POOL="secureboot pair"' in text
     assert "order=(static unit container slurm rdma kernel_update secureboot pair)" in text
     # the foreground's secureboot (from the pool) knows which lane saves rdma's node
@@ -177,3 +179,28 @@ def test_report_says_over_and_fails_a_stage_that_left_no_result(tmp_path):
     assert "stages: 6 passed, 1 failed" in p.stdout
     p = report(tmp_path, STAGES_OK, 5500)
     assert "CI stops at 90 min: OVER" in p.stdout
+
+
+LANE = textwrap.dedent("""\\
+    set -uo pipefail
+    eval "$(sed -n '/^  lane() {/,/^  }/p' "$TEST_SH")"
+    ROOT=$PWD; mkdir -p scripts .cache
+    printf '#!/bin/bash\\necho "nice=$(nice) pool=[$GPUDIRECT_TEST_POOL] args=$*"\\n' >scripts/test.sh
+    chmod +x scripts/test.sh
+    export GPUDIRECT_TEST_POOL="secureboot pair"
+    lane_pids=() lane_names=()
+    lane vm rdma kernel_update
+    LANE_NICE=19 LANE_POOL="" lane cpu static unit
+    wait
+    cat .cache/lane-vm.log .cache/lane-cpu.log
+""")
+
+
+def test_a_lane_runs_at_its_niceness_with_its_pool(tmp_path):
+    env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
+    p = subprocess.run(["bash", "-c", LANE], cwd=tmp_path, env=env, timeout=30,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert p.returncode == 0, p.stdout
+    base = int(subprocess.run(["nice"], stdout=subprocess.PIPE, text=True).stdout)
+    assert "nice=%d pool=[secureboot pair] args=--lane vm rdma kernel_update" % base in p.stdout
+    assert "nice=%d pool=[] args=--lane cpu static unit" % min(base + 19, 19) in p.stdout
