@@ -25,19 +25,30 @@ VMLINUZ_LINKS = ("boot/vmlinuz", "vmlinuz")
 KERNEL_RELEASE_MAX = 64
 
 
-def release_problem(value):
-    """Why ``value`` is not a kernel release (a sentence), or None when it is one."""
+def _token_problem(value, longest, too_long, allowed):
+    """Why ``value`` is not one non-empty string token of at most ``longest`` characters, made of
+    ASCII letters, digits and the characters in ``allowed`` (``too_long``: the sentence for a
+    longer one, with a %d for ``longest``); None when it is one."""
     if not isinstance(value, str):
         return "it is a %s, not a string" % type(value).__name__
     if not value:
         return "it is empty"
-    if value in (".", ".."):
-        return "it is a directory reference, not a release"
-    if len(value) > KERNEL_RELEASE_MAX:
-        return "it is longer than the %d characters a kernel release can have" % KERNEL_RELEASE_MAX
-    bad = sorted(set(c for c in value if not (c.isalnum() and c.isascii()) and c not in "._+~-"))
+    if len(value) > longest:
+        return too_long % longest
+    bad = sorted(set(c for c in value if not (c.isalnum() and c.isascii()) and c not in allowed))
     if bad:
         return "it contains %s" % ", ".join(repr(c) for c in bad)
+    return None
+
+
+def release_problem(value):
+    """Why ``value`` is not a kernel release (a sentence), or None when it is one."""
+    problem = _token_problem(value, KERNEL_RELEASE_MAX, "it is longer than the %d characters a kernel release can have",
+                             "._+~-")
+    if problem:
+        return problem
+    if value in (".", ".."):
+        return "it is a directory reference, not a release"
     if not KERNEL_RELEASE_RE.match(value):
         return "it does not start with VERSION.PATCHLEVEL (digits, a dot, digits) or has empty parts"
     return None
@@ -53,15 +64,9 @@ PACKAGE_VERSION_MAX = 128
 
 def package_version_problem(value):
     """Why ``value`` is not a package version (a sentence), or None when it is one."""
-    if not isinstance(value, str):
-        return "it is a %s, not a string" % type(value).__name__
-    if not value:
-        return "it is empty"
-    if len(value) > PACKAGE_VERSION_MAX:
-        return "it is longer than %d characters" % PACKAGE_VERSION_MAX
-    bad = sorted(set(c for c in value if not (c.isalnum() and c.isascii()) and c not in ".+~^_-:"))
-    if bad:
-        return "it contains %s" % ", ".join(repr(c) for c in bad)
+    problem = _token_problem(value, PACKAGE_VERSION_MAX, "it is longer than %d characters", ".+~^_-:")
+    if problem:
+        return problem
     if not PACKAGE_VERSION_RE.match(value):
         return "it does not start with a digit (or an epoch, digits and a colon, then a digit)"
     return None
