@@ -210,11 +210,11 @@ else
   # its qemu and molecule), writing .cache/lane-NAME.log; LANE_NICE (default 0) its niceness,
   # LANE_POOL (default the shared pool) the pool it takes stages from when done
   lane() {
-    local name=$1; shift
-    GPUDIRECT_TEST_POOL=${LANE_POOL-$GPUDIRECT_TEST_POOL} setsid nice -n "${LANE_NICE:-0}" \
+    local name=$1 pool=${LANE_POOL-$GPUDIRECT_TEST_POOL}; shift
+    GPUDIRECT_TEST_POOL=$pool setsid nice -n "${LANE_NICE:-0}" \
       "$ROOT/scripts/test.sh" --lane "$name" "$@" >"$ROOT/.cache/lane-$name.log" 2>&1 </dev/null &
     lane_pids+=("$!"); lane_names+=("$name")
-    echo "=== lane $name ($*, then the pool: ${LANE_POOL-$GPUDIRECT_TEST_POOL}) runs beside this one: .cache/lane-$name.log"
+    echo "=== lane $name ($*, then the pool: $pool) runs beside this one: .cache/lane-$name.log"
   }
   lane_pids=() lane_names=()
   trap 'for p in "${lane_pids[@]}"; do kill -TERM -- -"$p" 2>/dev/null; done; rm -rf "$results" "$results".claim-*' EXIT
