@@ -340,3 +340,31 @@ def test_files_of_an_earlier_subset_are_still_served(tmp_path):
                                        % (pkg, pkg, pkg * 8))
     index = dm.pool_index(str(tmp_path / "20260711T101637Z-new"), [str(tmp_path / "20260101T000000Z-old")])
     assert set(index) == {"pool/main/old.deb", "pool/main/new.deb"}
+
+
+# ---- vm.py starts it for an image that needs it -------------------------------------
+
+def test_vm_start_serves_the_slim_repository_an_image_names(tmp_path, monkeypatch):
+    from conftest import load_vm_harness
+    vm = load_vm_harness("gpudirect_vm")
+    calls = []
+    serving = {"rc": 3}
+
+    def fake_call(argv, **kw):
+        calls.append(argv[2:])
+        return serving["rc"] if argv[2] == "status" else 0
+
+    monkeypatch.setattr(vm.subprocess, "call", fake_call)
+    old = tmp_path / "old-image"
+    old.mkdir()
+    vm.ensure_debian_slim(old)             # an image from before: Debian's mirror, nothing to start
+    assert calls == []
+    new = tmp_path / "new-image"
+    new.mkdir()
+    (new / "debian-slim-port").write_text("8767\n")
+    vm.ensure_debian_slim(new)
+    assert calls == [["status", "--port", "8767"], ["start", "--port", "8767", "--image", str(new)]]
+    calls.clear()
+    serving["rc"] = 0                      # already served: only asked
+    vm.ensure_debian_slim(new)
+    assert calls == [["status", "--port", "8767"]]

@@ -12,6 +12,7 @@
 #     kernel-release    uname -r of the guest kernel
 #     packages.txt      dpkg -l of the image, for the record
 #     packages.list     dpkg-query -W of the image (name, version): debian_mirror.py's seed
+#     debian-slim-port  the port of the slim repository the guests' apt uses (vm.py starts it)
 #
 # Package sources: debootstrap and the chroot stage use the real mirror; the finished
 # image's /etc/apt/sources.list names the harness's slim Debian repository,
@@ -287,6 +288,8 @@ cat >"$root/etc/apt/sources.list" <<EOF
 # the VM tests' slim Debian repository (the host's tests/harness/vm/debian_mirror.py)
 deb [signed-by=/etc/apt/keyrings/gpudirect-debian-slim.gpg] http://10.0.2.2:$SLIM_PORT/debian $SUITE main
 EOF
+# for vm.py: this image's guests need the slim repository served on this port
+echo "$SLIM_PORT" >"$work/debian-slim-port"
 
 # tidy up: no policy-rc.d, no package cache, no apt lists (the roles run apt-get update,
 # which reads the slim repository's)
