@@ -23,8 +23,9 @@
 #
 # The hash covers this file and the files it installs from tests/harness/vm/guest/,
 # the suite, the mirror, the slim repository's port and its key's fingerprint: the
-# image is rebuilt exactly when the recipe changes. Builds go to a temp dir that is renamed into place, so an
-# interrupted build never leaves a half image behind; a lock serialises runs.
+# image is rebuilt exactly when the recipe changes. Builds go to a temp dir that is
+# renamed into place, so an interrupted build never leaves a half image behind; a
+# lock serialises runs.
 #
 #   tests/harness/vm/build-image.sh                       # build or reuse
 #   GPUDIRECT_IMAGE_FORCE=1 tests/harness/vm/build-image.sh   # rebuild
