@@ -7,7 +7,8 @@
 #   BENCH_LOOPBACK=1 benchmarks/vm_converge.sh   # also loopback_vs_perftest.sh before the VM stops
 #
 # The node: a fresh VM from tests/harness/vm (vm.py, its own run dir and ssh
-# port, so it does not touch a running `molecule test -s rdma`), the stand-in
+# port, so it does not touch a running `molecule test -s rdma`), the slim Debian
+# repository its sources.list names (tests/harness/vm/debian_mirror.py), the stand-in
 # vendor repositories of tests/harness/standin_repo/serve.sh, soft-RoCE rxe0 and
 # "firmware" ACS from molecule/resources/vm/files/testbed-setup.sh, and the knobs of the
 # rdma scenario's node (inventory/testnode/group_vars, molecule/rdma/host_vars/
@@ -58,8 +59,11 @@ fi
 
 bench_put vm_host "$(bench_host)"
 image=$(tests/harness/vm/build-image.sh | tail -n 1)
-# the stand-in vendor repositories (shared on 127.0.0.1:8765); stop them at the
-# end only when this script started them
+# the guest's Debian (127.0.0.1:8767) and the stand-in vendor repositories (shared on
+# 127.0.0.1:8765); stop them at the end only when this script started them
+slim_was_up=0
+python3 tests/harness/vm/debian_mirror.py status >/dev/null 2>&1 && slim_was_up=1
+python3 tests/harness/vm/debian_mirror.py start --image "$image" >/dev/null
 standin_was_up=0
 tests/harness/standin_repo/serve.sh status >/dev/null 2>&1 && standin_was_up=1
 tests/harness/standin_repo/serve.sh start >/dev/null
@@ -75,6 +79,9 @@ cleanup() {
   fi
   if ((!standin_was_up)); then
     tests/harness/standin_repo/serve.sh stop >/dev/null 2>&1 || true
+  fi
+  if ((!slim_was_up)); then
+    python3 tests/harness/vm/debian_mirror.py stop >/dev/null 2>&1 || true
   fi
 }
 trap cleanup EXIT

@@ -11,11 +11,21 @@
 #     id_ed25519[.pub]  throwaway SSH key, root login by key only
 #     kernel-release    uname -r of the guest kernel
 #     packages.txt      dpkg -l of the image, for the record
+#     packages.list     dpkg-query -W of the image (name, version): debian_mirror.py's seed
+#     debian-slim-port  the port of the slim repository the guests' apt uses (vm.py starts it)
+#
+# Package sources: debootstrap and the chroot stage use the real mirror; the finished
+# image's /etc/apt/sources.list names the harness's slim Debian repository,
+#   deb [signed-by=/etc/apt/keyrings/gpudirect-debian-slim.gpg] http://10.0.2.2:8767/debian bookworm main
+# (tests/harness/vm/debian_mirror.py, served on the host's 127.0.0.1:8767 by whatever
+# starts VMs), with the harness key it signs with, and no package lists: a guest's
+# first apt-get update reads the slim repository's.
 #
 # The hash covers this file and the files it installs from tests/harness/vm/guest/,
-# the suite and the mirror: the image is rebuilt exactly when the
-# recipe changes. Builds go to a temp dir that is renamed into place, so an
-# interrupted build never leaves a half image behind; a lock serialises runs.
+# the suite, the mirror, the slim repository's port and its key's fingerprint: the
+# image is rebuilt exactly when the recipe changes. Builds go to a temp dir that is
+# renamed into place, so an interrupted build never leaves a half image behind; a
+# lock serialises runs.
 #
 #   tests/harness/vm/build-image.sh                       # build or reuse
 #   GPUDIRECT_IMAGE_FORCE=1 tests/harness/vm/build-image.sh   # rebuild
@@ -30,6 +40,8 @@ set -euo pipefail
 SUITE=bookworm
 MIRROR=${GPUDIRECT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 IMAGE_SIZE=${GPUDIRECT_VM_IMAGE_SIZE:-6G}   # sparse; leaves room for DKMS builds
+# the slim Debian repository the guests use (debian_mirror.py; the port is baked in)
+SLIM_PORT=${GPUDIRECT_DEBIAN_SLIM_PORT:-8767}
 
 # debootstrap stage: the base system that boots and takes an ssh login.
 BASE_PACKAGES=systemd,systemd-sysv,udev,dbus,kmod,procps,iproute2,iputils-ping,netbase,openssh-server,python3,python3-apt,sudo,ca-certificates,gnupg,apt-utils,less
@@ -42,11 +54,16 @@ CHROOT_PACKAGES=(
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 self="$here/$(basename "${BASH_SOURCE[0]}")"
+# the harness key the slim repository is signed with (made once, cached): a new key
+# means a new image, whose guests trust it
+slim_keyring=$(python3 "$here/debian_mirror.py" key)
+slim_fpr=$(cat "${slim_keyring%.gpg}.fpr")
 recipe_hash=$(
   {
     cat "$self"
     if [[ -d "$here/guest" ]]; then find "$here/guest" -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0r cat; fi
     echo "$SUITE $MIRROR $IMAGE_SIZE"
+    echo "slim $SLIM_PORT $slim_fpr"
   } | sha256sum | cut -c1-16
 )
 cache_root=${GPUDIRECT_CACHE:-$HOME/.cache/gpudirect-rdma}/vm
@@ -103,6 +120,7 @@ cat >"$root/etc/apt/apt.conf.d/90gpudirect-vm" <<'EOF'
 APT::Install-Recommends "false";
 APT::Install-Suggests "false";
 Acquire::Retries "3";
+Acquire::Languages "none";
 EOF
 # initramfs: only what a virtio/ext4 root needs (MODULES=list: the modules file).
 # Time-budget choice: with MODULES=most every initramfs holds ~750 modules and
@@ -132,6 +150,8 @@ kver=$(chroot "$root" dpkg-query -W -f='${Depends}' linux-image-amd64 | grep -o 
   || { log "kernel/initrd for '$kver' not found in /boot"; ls -l "$root/boot" >&2; exit 1; }
 [[ -d "$root/usr/src/linux-headers-$kver" ]] || { log "headers for $kver missing"; exit 1; }
 chroot "$root" dpkg -l >"$work/packages.txt"
+# shellcheck disable=SC2016  # dpkg-query's fields, not shell expansions
+chroot "$root" dpkg-query -W -f='${Package}\t${Version}\n' >"$work/packages.list"
 
 # ---- guest configuration ----------------------------------------------------
 phase "configure guest (ssh key, networkd, serial console, pair link)"
@@ -260,7 +280,20 @@ chroot "$root" systemctl enable systemd-networkd.service gpudirect-pairnet.servi
 chroot "$root" systemctl mask systemd-networkd-wait-online.service apt-daily.timer apt-daily-upgrade.timer \
   e2scrub_all.timer e2scrub_reap.service fstrim.timer man-db.timer systemd-timesyncd.service >/dev/null 2>&1 || true
 
-# tidy up: no policy-rc.d, no package cache, no apt lists (the roles run apt-get update)
+# The guests' Debian: the slim repository on the host (debian_mirror.py; why: README.md,
+# "Debian packages"), signed with the harness key. Debian's own mirror served the build
+# above; a guest never uses it.
+install -d -m 755 "$root/etc/apt/keyrings"
+install -m 644 "$slim_keyring" "$root/etc/apt/keyrings/gpudirect-debian-slim.gpg"
+cat >"$root/etc/apt/sources.list" <<EOF
+# the VM tests' slim Debian repository (the host's tests/harness/vm/debian_mirror.py)
+deb [signed-by=/etc/apt/keyrings/gpudirect-debian-slim.gpg] http://10.0.2.2:$SLIM_PORT/debian $SUITE main
+EOF
+# for vm.py: this image's guests need the slim repository served on this port
+echo "$SLIM_PORT" >"$work/debian-slim-port"
+
+# tidy up: no policy-rc.d, no package cache, no apt lists (the roles run apt-get update,
+# which reads the slim repository's)
 rm -f "$root/usr/sbin/policy-rc.d"
 chroot "$root" apt-get clean
 rm -rf "$root/var/lib/apt/lists/"* "$root/var/log/"*.log "$root/var/log/apt/"* "$root/tmp/"*

@@ -105,6 +105,24 @@ def log(msg: str) -> None:
     print(f"[vm] {msg}", file=sys.stderr, flush=True)
 
 
+def ensure_debian_slim(img: Path) -> None:
+    """An image whose apt source is the harness's slim Debian repository (build-image.sh
+    writes its port to debian-slim-port) boots guests whose apt needs it served: start
+    debian_mirror.py when nothing serves that port yet (create.yml starts it first; this
+    covers a VM started by hand or by a script)."""
+    marker = img / "debian-slim-port"
+    if not marker.is_file():
+        return
+    port = marker.read_text().strip()
+    tool = [sys.executable, str(HERE / "debian_mirror.py")]
+    if subprocess.call(tool + ["status", "--port", port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        return
+    log(f"starting the slim Debian repository on 127.0.0.1:{port}, the image's apt source (debian_mirror.py)")
+    if subprocess.call(tool + ["start", "--port", port, "--image", str(img)], stdout=subprocess.DEVNULL) != 0:
+        log(f"WARNING: the slim Debian repository did not start: apt in the guest will fail "
+            f"(python3 {HERE / 'debian_mirror.py'} start --port {port})")
+
+
 def default_smp() -> int:
     """vCPUs of a VM started without --smp: GPUDIRECT_VM_SMP, else 2."""
     raw = os.environ.get("GPUDIRECT_VM_SMP", "").strip()
@@ -285,6 +303,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         shutil.rmtree(rd)   # stale run: a fresh overlay, as every run starts from the pristine image
     rd.mkdir(parents=True)
     accel = choose_accel(args, img)
+    ensure_debian_slim(img)
 
     overlay = rd / "disk.qcow2"
     from_saved = None
