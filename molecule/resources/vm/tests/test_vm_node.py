@@ -346,7 +346,8 @@ def test_verification_report_has_the_gdrcopy_and_dcgm_checks(host):
     """gpudirect_verify ran the stand-in's gdrcopy_sanity and gdrcopy_copybw, which answer as the
     real 2.5.1 tools do on this VM with no GPU (cuInit: CUDA_ERROR_NO_DEVICE, exit 1): the check
     is not_measured with the tools' own error, nothing about GDRCopy in the JSON or Markdown
-    report reads as a bandwidth, and the host's verdict is untouched. The DCGM diagnostic is skipped: no dcgmi on the VM."""
+    report reads as a bandwidth, and the host's verdict is untouched. The DCGM diagnostic is
+    skipped: no dcgmi on the VM."""
     _gdrcopy_installed(host)
     _, inventory, _ = _molecule_env()
     reports = os.path.join(os.path.dirname(inventory), ".reports")
@@ -358,8 +359,9 @@ def test_verification_report_has_the_gdrcopy_and_dcgm_checks(host):
     gdrcopy = checks["gdrcopy"]
     assert gdrcopy["status"] == "not_measured", gdrcopy
     assert gdrcopy["summary"].startswith("GDRCopy not measured: no NVIDIA GPU on this node"), gdrcopy
-    assert "gdrcopy_sanity exited 1 with 0 of 36 tests passed: 'CUDA error: CUDA_ERROR_NO_DEVICE'" in gdrcopy["reason"]
-    assert "gdrcopy_copybw exited 1 before printing a bandwidth: 'CUDA error: CUDA_ERROR_NO_DEVICE'" in gdrcopy["reason"]
+    reason = gdrcopy["reason"]
+    assert "gdrcopy_sanity exited 1 with 0 of 36 tests passed: 'CUDA error: CUDA_ERROR_NO_DEVICE'" in reason
+    assert "gdrcopy_copybw exited 1 before printing a bandwidth: 'CUDA error: CUDA_ERROR_NO_DEVICE'" in reason
     assert gdrcopy["copybw"] is None and gdrcopy["sanity"]["passed"] == 0, gdrcopy
     assert gdrcopy["summary"] in record["notes"], record["notes"]
     assert "- " + gdrcopy["summary"] in markdown, markdown
