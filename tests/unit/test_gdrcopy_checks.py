@@ -6,7 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 import gpudirect_gpu_checks as f
-from gpudirect_verify import add_checks
+from gpudirect_verify import add_checks, gpudirect_verify_fleet_table, gpudirect_verify_report_md
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures")
 
@@ -122,3 +122,13 @@ def test_check_mode_skip_passes_on_the_command_modules_words():
     assert check["status"] == "skipped" and "Command would have run if not in check mode" in check["summary"]
     check = f.gpudirect_gdrcopy_check(would, would, "")
     assert check["status"] == "skipped" and "would have run" in check["reason"]
+
+
+def test_not_measured_reaches_the_markdown_and_the_fleet_table():
+    sanity = reg(read("gdrcopy", "sanity-no-gpu-v2.5.1.stdout"), 1, read("gdrcopy", "sanity-no-gpu-v2.5.1.stderr"))
+    copybw = reg("", 1, read("gdrcopy", "copybw-no-gpu-v2.5.1.stderr"))
+    out = add_checks(dict(record(), host="vm1"), [f.gpudirect_gdrcopy_check(sanity, copybw, "", 0)])
+    md = gpudirect_verify_report_md(out)
+    assert "- GDRCopy not measured: no NVIDIA GPU on this node" in md and "GB/s" not in md
+    table = "\n".join(gpudirect_verify_fleet_table([out], ["vm1"]))
+    assert "vm1: GDRCopy not measured: no NVIDIA GPU on this node" in table and "GB/s" not in table
