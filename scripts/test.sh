@@ -212,8 +212,10 @@ else
   # its qemu and molecule), writing .cache/lane-NAME.log; LANE_NICE (default 0) its niceness,
   # LANE_POOL (default the shared pool) the pool it takes stages from when done
   lane() {
-    local name=$1 pool=${LANE_POOL-$GPUDIRECT_TEST_POOL}; shift
-    GPUDIRECT_TEST_POOL=$pool setsid nice -n "${LANE_NICE:-0}" \
+    local name=$1 pool=${LANE_POOL-$GPUDIRECT_TEST_POOL} niceness=${LANE_NICE:-0}; shift
+    # LANE_NICE and LANE_POOL are this call's, not the lane's: its tests (unit) run
+    # scripts/test.sh's functions and must not inherit them
+    env -u LANE_NICE -u LANE_POOL GPUDIRECT_TEST_POOL="$pool" setsid nice -n "$niceness" \
       "$ROOT/scripts/test.sh" --lane "$name" "$@" >"$ROOT/.cache/lane-$name.log" 2>&1 </dev/null &
     lane_pids+=("$!"); lane_names+=("$name")
     echo "=== lane $name ($*, then the pool: $pool) runs beside this one: .cache/lane-$name.log"

@@ -7,9 +7,18 @@ fails or has saved only in an earlier suite.
 """
 import os
 import subprocess
+import sys
 import textwrap
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _clean_environ():
+    """os.environ without what scripts/test.sh gives its lanes: the unit tier runs inside
+    the suite's own cpu lane, and a lane's LANE_* or GPUDIRECT_TEST_* would leak into the
+    functions these tests run (a suite run found LANE_POOL="" emptying a test's pool)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("LANE_", "GPUDIRECT_TEST_"))}
+
 
 HARNESS = textwrap.dedent("""\
     set -uo pipefail
@@ -36,7 +45,7 @@ def run(tmp_path, mode, old_save=False):
         d.mkdir(parents=True)
         (d / "saved.json").write_text("{}")
         os.utime(d / "saved.json", (1, 1))
-    env = dict(os.environ, MODE=mode, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
+    env = dict(_clean_environ(), MODE=mode, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
     return subprocess.run(["bash", "-c", HARNESS], cwd=tmp_path, env=env, timeout=30,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
 
@@ -78,7 +87,7 @@ SAME_LANE = textwrap.dedent("""\
 
 
 def same_lane(tmp_path, results, saved):
-    env = dict(os.environ, RESULTS=results, SAVED=saved, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
+    env = dict(_clean_environ(), RESULTS=results, SAVED=saved, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
     return subprocess.run(["bash", "-c", SAME_LANE], cwd=tmp_path, env=env, timeout=30,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -113,7 +122,7 @@ POOL = textwrap.dedent("""\
 
 
 def test_the_pool_runs_each_stage_once_in_whichever_lane_gets_to_it_first(tmp_path):
-    env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
+    env = dict(_clean_environ(), TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
     p = subprocess.run(["bash", "-c", POOL], cwd=tmp_path, env=env, timeout=30,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert p.returncode == 0, p.stdout
@@ -151,7 +160,7 @@ REPORT = textwrap.dedent("""\
 
 
 def report(tmp_path, results, elapsed):
-    env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"),
+    env = dict(_clean_environ(), TEST_SH=os.path.join(ROOT, "scripts", "test.sh"),
                RESULTS="\n".join(results), ELAPSED=str(elapsed))
     return subprocess.run(["bash", "-c", REPORT], cwd=tmp_path, env=env, timeout=30,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -185,7 +194,7 @@ LANE = textwrap.dedent("""\\
     set -uo pipefail
     eval "$(sed -n '/^  lane() {/,/^  }/p' "$TEST_SH")"
     ROOT=$PWD; mkdir -p scripts .cache
-    printf '#!/bin/bash\\necho "nice=$(nice) pool=[$GPUDIRECT_TEST_POOL] args=$*"\\n' >scripts/test.sh
+    printf '#!/bin/bash\\necho "nice=$(nice) pool=[$GPUDIRECT_TEST_POOL] lane_vars=[${LANE_NICE-unset} ${LANE_POOL-unset}] args=$*"\\n' >scripts/test.sh
     chmod +x scripts/test.sh
     export GPUDIRECT_TEST_POOL="secureboot pair"
     lane_pids=() lane_names=()
@@ -197,10 +206,23 @@ LANE = textwrap.dedent("""\\
 
 
 def test_a_lane_runs_at_its_niceness_with_its_pool(tmp_path):
-    env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
+    env = dict(_clean_environ(), TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
     p = subprocess.run(["bash", "-c", LANE], cwd=tmp_path, env=env, timeout=30,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert p.returncode == 0, p.stdout
     base = int(subprocess.run(["nice"], stdout=subprocess.PIPE, text=True).stdout)
-    assert "nice=%d pool=[secureboot pair] args=--lane vm rdma kernel_update" % base in p.stdout
-    assert "nice=%d pool=[] args=--lane cpu static unit" % min(base + 19, 19) in p.stdout
+    # and neither lane inherits LANE_NICE or LANE_POOL: the cpu lane's unit tier runs this
+    # very test, whose lane() would read them
+    assert "nice=%d pool=[secureboot pair] lane_vars=[unset unset] args=--lane vm rdma kernel_update" % base in p.stdout
+    assert "nice=%d pool=[] lane_vars=[unset unset] args=--lane cpu static unit" % min(base + 19, 19) in p.stdout
+
+
+def test_the_lane_tests_hold_inside_the_suites_cpu_lane(tmp_path):
+    """The unit tier runs in the cpu lane, at nice 19 and with the suite's variables set;
+    this file's checks pass there too (the full run of 3e6d02d failed the one above)."""
+    env = dict(os.environ, LANE_NICE="19", LANE_POOL="", GPUDIRECT_TEST_POOL="kernel_update secureboot pair",
+               GPUDIRECT_TEST_LANE_PID="1", GPUDIRECT_TEST_RESULTS=str(tmp_path / "results"), PYTEST_ADDOPTS="")
+    p = subprocess.run(["nice", "-n", "19", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:xdist", __file__, "-k", "not inside_the_suites_cpu_lane"],
+                       cwd=ROOT, env=env, timeout=300, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert p.returncode == 0, p.stdout[-3000:]
