@@ -87,7 +87,8 @@ SAME_LANE = textwrap.dedent("""\
 
 
 def same_lane(tmp_path, results, saved):
-    env = dict(_clean_environ(), RESULTS=results, SAVED=saved, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
+    env = dict(_clean_environ(), RESULTS=results, SAVED=saved,
+               TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
     return subprocess.run(["bash", "-c", SAME_LANE], cwd=tmp_path, env=env, timeout=30,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
