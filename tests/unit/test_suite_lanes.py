@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
@@ -227,3 +229,26 @@ def test_the_lane_tests_hold_inside_the_suites_cpu_lane(tmp_path):
                         "-p", "no:xdist", __file__, "-k", "not inside_the_suites_cpu_lane"],
                        cwd=ROOT, env=env, timeout=300, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert p.returncode == 0, p.stdout[-3000:]
+
+
+AUTOGROUP = textwrap.dedent("""\
+    set -uo pipefail
+    lane_name=cpu
+    eval "$(sed -n '/GPUDIRECT_TEST_NICE:-0/,/^  fi$/p' "$TEST_SH")"
+    cat /proc/self/autogroup
+""")
+
+
+def test_a_niced_lane_nices_its_own_scheduling_group(tmp_path):
+    """With autogroup scheduling each setsid session shares the CPU as one group whatever
+    its processes' niceness; the cpu lane sets its group's niceness, not another's."""
+    if not os.path.exists("/proc/self/autogroup"):
+        pytest.skip("this kernel has no autogroup scheduling (/proc/self/autogroup): nothing to nice")
+    env = dict(_clean_environ(), TEST_SH=os.path.join(ROOT, "scripts", "test.sh"), GPUDIRECT_TEST_NICE="19")
+    mine = open("/proc/self/autogroup").read()
+    p = subprocess.run(["setsid", "bash", "-c", AUTOGROUP], cwd=tmp_path, env=env, timeout=30,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert p.returncode == 0, p.stdout
+    assert p.stdout.rstrip().endswith(" nice 19"), p.stdout
+    # the caller's group (this test's session) kept its niceness
+    assert open("/proc/self/autogroup").read() == mine
