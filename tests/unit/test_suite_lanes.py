@@ -15,11 +15,16 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def _clean_environ():
-    """os.environ without what scripts/test.sh gives its lanes: the unit tier runs inside
-    the suite's own cpu lane, and a lane's LANE_* or GPUDIRECT_TEST_* would leak into the
-    functions these tests run (a suite run found LANE_POOL="" emptying a test's pool)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("LANE_", "GPUDIRECT_TEST_"))}
+def run_bash(tmp_path, script, *prefix, **env):
+    """Run ``script`` with bash in ``tmp_path`` (``prefix``: a command to run bash under, such
+    as setsid), with TEST_SH naming the real scripts/test.sh and ``env`` added, on an
+    environment without what scripts/test.sh gives its lanes: the unit tier runs inside the
+    suite's own cpu lane, and a lane's LANE_* or GPUDIRECT_TEST_* would leak into the functions
+    these tests run (a suite run found LANE_POOL="" emptying a test's pool)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LANE_", "GPUDIRECT_TEST_"))}
+    base.update(env, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
+    return subprocess.run([*prefix, "bash", "-c", script], cwd=tmp_path, env=base, timeout=30,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 HARNESS = textwrap.dedent("""\
@@ -47,9 +52,7 @@ def run(tmp_path, mode, old_save=False):
         d.mkdir(parents=True)
         (d / "saved.json").write_text("{}")
         os.utime(d / "saved.json", (1, 1))
-    env = dict(_clean_environ(), MODE=mode, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
-    return subprocess.run(["bash", "-c", HARNESS], cwd=tmp_path, env=env, timeout=30,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    return run_bash(tmp_path, HARNESS, MODE=mode)
 
 
 def test_starts_once_the_disk_is_saved_while_the_scenario_goes_on(tmp_path):
@@ -89,10 +92,7 @@ SAME_LANE = textwrap.dedent("""\
 
 
 def same_lane(tmp_path, results, saved):
-    env = dict(_clean_environ(), RESULTS=results, SAVED=saved,
-               TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
-    return subprocess.run(["bash", "-c", SAME_LANE], cwd=tmp_path, env=env, timeout=30,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return run_bash(tmp_path, SAME_LANE, RESULTS=results, SAVED=saved)
 
 
 def test_in_rdmas_own_lane_a_failed_rdma_without_a_save_stops_kernel_update(tmp_path):
@@ -125,9 +125,7 @@ POOL = textwrap.dedent("""\
 
 
 def test_the_pool_runs_each_stage_once_in_whichever_lane_gets_to_it_first(tmp_path):
-    env = dict(_clean_environ(), TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
-    p = subprocess.run(["bash", "-c", POOL], cwd=tmp_path, env=env, timeout=30,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = run_bash(tmp_path, POOL)
     assert p.returncode == 0, p.stdout
     ran = (tmp_path / "ran").read_text().split("\n")
     stages = sorted(line.split()[1] for line in ran if line)
@@ -163,10 +161,7 @@ REPORT = textwrap.dedent("""\
 
 
 def report(tmp_path, results, elapsed):
-    env = dict(_clean_environ(), TEST_SH=os.path.join(ROOT, "scripts", "test.sh"),
-               RESULTS="\n".join(results), ELAPSED=str(elapsed))
-    return subprocess.run(["bash", "-c", REPORT], cwd=tmp_path, env=env, timeout=30,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return run_bash(tmp_path, REPORT, RESULTS="\n".join(results), ELAPSED=str(elapsed))
 
 
 STAGES_OK = ["static ok 80", "unit ok 250", "container ok 900", "pair ok 500",
@@ -209,9 +204,7 @@ LANE = textwrap.dedent("""\\
 
 
 def test_a_lane_runs_at_its_niceness_with_its_pool(tmp_path):
-    env = dict(_clean_environ(), TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
-    p = subprocess.run(["bash", "-c", LANE], cwd=tmp_path, env=env, timeout=30,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = run_bash(tmp_path, LANE)
     assert p.returncode == 0, p.stdout
     base = int(subprocess.run(["nice"], stdout=subprocess.PIPE, text=True).stdout)
     # and neither lane inherits LANE_NICE or LANE_POOL: the cpu lane's unit tier runs this
@@ -244,10 +237,8 @@ def test_a_niced_lane_nices_its_own_scheduling_group(tmp_path):
     its processes' niceness; the cpu lane sets its group's niceness, not another's."""
     if not os.path.exists("/proc/self/autogroup"):
         pytest.skip("this kernel has no autogroup scheduling (/proc/self/autogroup): nothing to nice")
-    env = dict(_clean_environ(), TEST_SH=os.path.join(ROOT, "scripts", "test.sh"), GPUDIRECT_TEST_NICE="19")
     mine = open("/proc/self/autogroup").read()
-    p = subprocess.run(["setsid", "bash", "-c", AUTOGROUP], cwd=tmp_path, env=env, timeout=30,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = run_bash(tmp_path, AUTOGROUP, "setsid", GPUDIRECT_TEST_NICE="19")
     assert p.returncode == 0, p.stdout
     assert p.stdout.rstrip().endswith(" nice 19"), p.stdout
     # the caller's group (this test's session) kept its niceness
