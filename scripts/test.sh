@@ -29,16 +29,15 @@
 # Ansible controllers beside them lose throughput when more of them run than there
 # are cores (benchmarks/suite-time.md, 2026-11-29: the same 11 module calls on 1, 2,
 # 3 and 4 VMs at once took 20.6, 25.7, 43 and 64 s each, so 4 at once did 20 % less
-# work per second than 2). The background lane runs rdma, the foreground lane
+# work per second than 2). The background lane runs rdma, the foreground lane runs
 # container and slurm. Then each lane takes the next stage of the shared pool
 # (kernel_update and secureboot, which start from the node rdma saves after its
 # idempotence step, then pair) that the other lane has not taken, so that both end
 # at about the same time: the foreground lane, done first, takes kernel_update, the
 # longest (CI's log of stop 48: rdma then kernel_update in one lane was about 125
-# minutes alone). static and unit run in a third lane at
-# nice 19: they take only the CPU time the two lanes leave idle (a VM lane waits on
-# its guest's network and disk, a Slurm job's drain, a reboot), which on 2026-11-29
-# ran the whole unit tier beside kernel_update and secureboot. Each background lane
+# minutes alone). static and unit run in a third lane whose scheduling group has
+# nice 19: they take the CPU time the two lanes leave idle (a VM lane waits on its
+# guest's network and disk, a Slurm job's drain, a reboot). Each background lane
 # writes .cache/lane-NAME.log, printed in full when the foreground lane is done, then
 # followed until it ends. The closing table gives each stage, when each lane ended,
 # and the total against the suite's 60-minute aim and CI's 90 minutes
