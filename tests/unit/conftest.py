@@ -12,6 +12,7 @@ import sys
 
 import ansible.module_utils
 import pytest
+from hang_guard import HANG_GUARD_S
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROJECT_FIXTURES = os.path.join(ROOT, "tests", "fixtures")
@@ -171,7 +172,7 @@ def play_on_localhost(tmp_path, playbook_text, extra, check=False, diff=False, e
             "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)]
     argv += (["--check"] if check else []) + (["--diff"] if diff else [])
     return subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+                          universal_newlines=True, timeout=HANG_GUARD_S, check=False)
 
 
 def kernel_update_on_localhost(tmp_path, gpu_b_vars, *extra):
@@ -204,6 +205,6 @@ def kernel_update_on_localhost(tmp_path, gpu_b_vars, *extra):
         return subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
                                os.path.join(ROOT, "playbooks", "kernel_update.yml")] + list(extra),
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, timeout=300)
+                              universal_newlines=True, timeout=HANG_GUARD_S)
     finally:
         shutil.rmtree(notes, ignore_errors=True)

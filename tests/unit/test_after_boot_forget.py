@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -68,7 +69,7 @@ def _project(tmp_path, failed_units, wanted_args=None):
     env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "hosts.yml", "play.yml"]
-    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     return proc, re.findall(r'"msg": "EVENT forget (.*)"', proc.stdout)
 
 

@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "loopback_vs_perftest.sh")
 SNIPPET = re.compile(r"<<'PY'\n(.*?)\nPY\n", re.S)
@@ -39,6 +40,6 @@ def test_the_perftest_snippet_parses_a_real_result_from_the_repository_root(fixt
     assert len(parse) == 1, "loopback_vs_perftest.sh no longer parses ib_write_bw with gpudirect_crosscheck"
     path = os.path.join(ROOT, "tests", "fixtures", "crosscheck", fixture)
     proc = subprocess.run([sys.executable, "-", path], input=parse[0], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=HANG_GUARD_S)
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     assert float(proc.stdout.strip()) > 0, proc.stdout

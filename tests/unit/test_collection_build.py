@@ -33,6 +33,7 @@ import tarfile
 import pytest
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 NAMESPACE, NAME = "gpudirect", "rdma"
 FQCN = NAMESPACE + "." + NAME
@@ -86,7 +87,7 @@ def _clean_env(tmp, **extra):
 
 
 def _run(cmd, cwd, env, what):
-    proc = subprocess.run(cmd, cwd=str(cwd), env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=str(cwd), env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, "%s failed (rc %d):\n%s\n%s" % (what, proc.returncode, proc.stdout[-6000:],
                                                                 proc.stderr[-6000:])
     return proc

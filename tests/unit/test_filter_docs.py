@@ -39,6 +39,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 FILTER_PLUGINS = os.path.join(ROOT, "filter_plugins")
 ANSIBLE_DOC = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
@@ -99,7 +100,7 @@ def _ansible_doc(tmp_path, *args):
     env["ANSIBLE_FILTER_PLUGINS"] = FILTER_PLUGINS
     env["ANSIBLE_NOCOLOR"] = "1"
     return subprocess.run([ANSIBLE_DOC, "-t", "filter"] + list(args), cwd=str(tmp_path), env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def test_every_filter_is_found():

@@ -19,6 +19,7 @@ import pytest
 
 import gpudirect_fleet_lock as fleet
 from conftest import ROOT, argument_spec_of, playbook_env
+from hang_guard import HANG_GUARD_S
 
 HERE = socket.gethostname()
 
@@ -169,7 +170,7 @@ def test_site_yml_stops_at_its_first_play_when_another_campaign_holds_a_node(tmp
     env = playbook_env(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv),
                            os.path.join(ROOT, "site.yml")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=HANG_GUARD_S, check=False)
     assert proc.returncode != 0
     assert "Another campaign of the toolkit works on these nodes: 20261127T090000Z-77" in proc.stdout
     assert "holds 1 of this run's 2 nodes: gpu-b" in proc.stdout

@@ -170,6 +170,7 @@ real.main()
 FACTS_MODULE = """#!/usr/bin/python3
 import json
 from ansible.module_utils.basic import AnsibleModule
+from hang_guard import HANG_GUARD_S
 module = AnsibleModule(argument_spec={{}}, supports_check_mode=True)
 with open({facts!r}) as handle:
     module.exit_json(changed=False, ansible_facts=json.load(handle)["ansible_facts"])
@@ -207,7 +208,7 @@ def _roles_on_simulated_node(tmp_path, node, *extra):
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inventory), "--check",
                            os.path.join(ROOT, "tests", "harness", "gpu_node", "roles.yml")] + list(extra),
                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+                          universal_newlines=True, timeout=HANG_GUARD_S, check=False)
     return proc.returncode, proc.stdout
 
 

@@ -22,6 +22,7 @@ import gpudirect_facts
 import gpudirect_loopback
 import sysfs_tree
 from conftest import PROJECT_FIXTURES
+from hang_guard import HANG_GUARD_S
 
 LOOPBACK = os.path.join(PROJECT_FIXTURES, "loopback")
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "gpudirect_verify")
@@ -1120,7 +1121,7 @@ def test_module_pair_end_to_end_on_fake_verbs(fake_verbs, tmp_path):
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
     for proc in procs:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
         results.append(json.loads(out))
     server, client = results
     for side, role in ((server, "server"), (client, "client")):

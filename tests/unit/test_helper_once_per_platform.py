@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 from conftest import ROOT, playbook_env
+from hang_guard import HANG_GUARD_S
 
 PLAY = """---
 - name: The helper on every node
@@ -63,7 +64,7 @@ def run(tmp_path, check=False, fail=False):
             "-e", "__gpudirect_verify_helper_dir=%s/{{ inventory_hostname }}" % nodes]
     argv += ["--check"] if check else []
     return subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+                          universal_newlines=True, timeout=HANG_GUARD_S, check=False)
 
 
 def builds(tmp_path):

@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 LOG = """\
 - name: Log {event}
@@ -120,7 +121,7 @@ def _run(tmp_path_factory, extra_args=()):
             "playbooks/kernel_update.yml", "-e", "gpudirect_kernel_update_serial=2"] + list(extra_args)
     default_before = _machine_note()
     try:
-        proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
         # what the run left in the nodes' own note folder, read before it is removed
         left = {}
         for name in sorted(os.listdir(notes)) if os.path.isdir(notes) else []:

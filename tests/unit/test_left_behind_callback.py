@@ -30,6 +30,7 @@ from ansible.playbook.task import Task
 from ansible.vars.manager import VariableManager
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 UNREACHABLE = ('Task failed: Data could not be sent to remote host "127.0.0.1". Make sure this host can be '
                'reached over ssh: ssh: connect to host 127.0.0.1 port 9: Connection refused')
@@ -342,7 +343,7 @@ def real_run(tmp_path_factory):
             "-e", "rolling_state=%s" % state, "-e", "rolling_fail=none", "-e", "rolling_lose=gpudirect-roll1",
             "-e", "rolling_disrupted_file=%s" % (tmp / "disrupted")]
     try:
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     finally:
         shutil.rmtree(notes, ignore_errors=True)
         for path in glob.glob(prefix + "*"):

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 LIBRARY = os.path.join(ROOT, "library")
 MODULES = sorted(f[:-3] for f in os.listdir(LIBRARY) if f.endswith(".py") and not f.startswith("_"))
@@ -104,7 +105,7 @@ def test_ansible_doc_reads_the_module(name, tmp_path):
     env["ANSIBLE_DOC_FRAGMENT_PLUGINS"] = os.path.join(ROOT, "doc_fragments")
     env["ANSIBLE_NOCOLOR"] = "1"
     proc = subprocess.run([ANSIBLE_DOC, "-M", LIBRARY, "-t", "module", "--json", name],
-                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, "ansible-doc %s failed:\n%s" % (name, proc.stderr)
     data = json.loads(proc.stdout)
     assert name in data, sorted(data)

@@ -18,6 +18,7 @@ from ansible.module_utils import basic
 from ansible.module_utils import gpudirect_pcie_acs as acs
 
 import gpudirect_pcie_acs as pcie_acs_module
+from hang_guard import HANG_GUARD_S
 from sysfs_tree import (
     ACS_ALL_CTL,
     PORT_DOWNSTREAM,
@@ -821,7 +822,7 @@ def run_boot(tmp_path, tree, conf_text):
     env, log = boot_env(tmp_path, tree)
     conf = tmp_path / "pcie-acs.conf"
     conf.write_text(conf_text)
-    proc = subprocess.run(["bash", BOOT_SCRIPT, str(conf)], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(["bash", BOOT_SCRIPT, str(conf)], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     return proc.returncode, proc.stdout + proc.stderr, log.read_text().splitlines()
 
 
@@ -1130,7 +1131,7 @@ def _role(tmp_path, tree, what, *extra):
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inventory), str(play),
                            "-e", json.dumps(extra_vars)] + list(extra), cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=300, check=False)
+                          timeout=HANG_GUARD_S, check=False)
     plan = json.loads(plan_out.read_text()) if plan_out.exists() else None
     return proc.returncode, proc.stdout, plan
 

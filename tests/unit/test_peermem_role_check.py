@@ -16,6 +16,7 @@ import sys
 import tarfile
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 PLAYBOOK = """---
 - name: gpudirect_peermem on a given plan
@@ -71,7 +72,7 @@ def _run_check(tmp_path, **more):
                            "-e", json.dumps(extra), "-e", "ansible_python_interpreter=" + sys.executable,
                            str(playbook)],
                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+                          universal_newlines=True, timeout=HANG_GUARD_S, check=False)
     return proc.returncode, proc.stdout, build, conf, source
 
 

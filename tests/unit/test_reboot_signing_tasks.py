@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 HERE = os.path.join(ROOT, "tests", "fixtures", "secure_boot")
 KERNEL = "6.1.0-20-amd64"
@@ -64,7 +65,7 @@ def _play(tmp_path, result, **extra_vars):
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-e", json.dumps(extra),
                            "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)],
                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+                          universal_newlines=True, timeout=HANG_GUARD_S, check=False)
     mokutil = log.read_text() if log.exists() else ""
     return proc.returncode, " ".join(proc.stdout.split()), mokutil
 

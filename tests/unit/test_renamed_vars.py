@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 sys.path.insert(0, os.path.join(ROOT, "filter_plugins"))
 
@@ -157,7 +158,7 @@ def test_an_old_inventory_variable_reaches_the_role_under_its_new_name(tmp_path)
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_DEPRECATION_WARNINGS="True")
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inventory), "--check",
                            str(playbook)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=120, check=False)
+                          universal_newlines=True, timeout=HANG_GUARD_S, check=False)
     out = " ".join(proc.stdout.split())
     # n1: the old name reached the role's own check under the new name
     assert 'gpudirect_pcie_acs_direct_nic must be auto' in out and 'not "bogus"' in out, proc.stdout

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from conftest import ROOT, play_on_localhost, role_tasks_play
+from hang_guard import HANG_GUARD_S
 
 ROLE = os.path.join(ROOT, "roles", "gpudirect_roce_qos")
 STANDIN = os.path.join(ROOT, "tests", "harness", "standin_repo", "src", "ofed", "qos", "mlnx_qos")
@@ -88,6 +89,6 @@ def test_boot_script_sets_the_values_again(tmp_path):
     conf.write_text("ens9 mtu=9000\n")
     env["GPUDIRECT_ROCE_QOS_WAIT"] = "0"
     done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 1
     assert done.stderr == "gpudirect-roce-qos: ens9: no such netdev after 0 s; left alone\n"

@@ -18,6 +18,7 @@ import uuid
 import pytest
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 # the three tests read one ansible-playbook run (the module-scoped fixture): one xdist worker makes it
 pytestmark = pytest.mark.xdist_group("rolling_unreachable")
@@ -46,7 +47,7 @@ def run(tmp_path_factory):
             "-e", "rolling_state=%s" % state, "-e", "gpudirect_rolling_batch=2", "-e", "rolling_fail=none",
             "-e", "rolling_lose=gpudirect-roll1", "-e", "rolling_disrupted_file=%s" % (tmp / "disrupted")]
     try:
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
         log = (state / "log").read_text() if (state / "log").exists() else ""
         locks = sorted(os.path.basename(p) for p in glob.glob(prefix + "*"))
     finally:

@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 from conftest import ROOT
+from hang_guard import HANG_GUARD_S
 
 from ansible.module_utils import gpudirect_run_summary as rs  # noqa: E402
 
@@ -64,7 +65,7 @@ def run(tmp_path, env_extra):
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_LOG_PATH=str(tmp_path / "ansible.log"), **env_extra)
     return subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inv), str(tmp_path / "play.yml")],
                           cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300)
+                          universal_newlines=True, timeout=HANG_GUARD_S)
 
 
 def test_every_run_writes_a_summary_with_each_nodes_stages_verdict_and_drain(tmp_path):

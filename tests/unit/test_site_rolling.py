@@ -18,6 +18,7 @@ import sys
 import textwrap
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NODES = ("n1", "n2", "n3", "n4")
@@ -245,7 +246,7 @@ def _run(root, hostvars, extra=None, args=()):
         argv += ["-e", "%s=%s" % (key, value)]
     argv += list(args)
     env = dict(os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     events = [(m.group(1), m.group(2)) for m in re.finditer(r'"msg": "EVENT (\S+) ?(.*)"', proc.stdout)]
     return proc, events
 

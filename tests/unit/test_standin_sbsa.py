@@ -45,6 +45,7 @@ from ansible.module_utils.gpudirect_nvidia_plan import APT_PACKAGES
 
 # the role's IMEX / NVLSM planning (module_utils/gpudirect_nvlink_plan.py)
 from ansible.module_utils.gpudirect_nvlink_plan import NVLSM_PACKAGES, imex_package
+from hang_guard import HANG_GUARD_S
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(tool) for tool in ("apt-get", "apt-cache", "dpkg-deb", "apt-ftparchive", "gpg")),
@@ -79,7 +80,7 @@ def render(templar, text):
 def standin(tmp_path_factory):
     cache = tmp_path_factory.mktemp("standin-cache")
     run = subprocess.run([BUILD], env=dict(os.environ, GPUDIRECT_CACHE=str(cache)),
-                         capture_output=True, text=True, timeout=300, check=False)
+                         capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout.strip().splitlines()[-1]
     env = {}
@@ -126,7 +127,7 @@ class Apt:
     def run(self, *argv):
         # APT_CONFIG is read before the machine's /etc/apt, so nothing of it is used
         env = dict(os.environ, APT_CONFIG=self.conf, LC_ALL="C")
-        return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
 
 
 def configure(apt, standin, version, arch_facts=None):

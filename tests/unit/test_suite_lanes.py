@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -220,7 +221,7 @@ def test_the_lane_tests_hold_inside_the_suites_cpu_lane(tmp_path):
                GPUDIRECT_TEST_LANE_PID="1", GPUDIRECT_TEST_RESULTS=str(tmp_path / "results"), PYTEST_ADDOPTS="")
     p = subprocess.run(["nice", "-n", "19", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "-p", "no:xdist", __file__, "-k", "not inside_the_suites_cpu_lane"],
-                       cwd=ROOT, env=env, timeout=300, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                       cwd=ROOT, env=env, timeout=HANG_GUARD_S, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert p.returncode == 0, p.stdout[-3000:]
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from hang_guard import HANG_GUARD_S
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GUEST = os.path.join(ROOT, "tests", "harness", "vm", "guest")
@@ -53,7 +54,7 @@ BODY = textwrap.dedent("""\
 def run(tmp_path, zip_path):
     code = RUN.format(guest=GUEST, cache=str(tmp_path / "cache"), zip=zip_path)
     return subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=60, check=True).stdout.splitlines()
+                          universal_newlines=True, timeout=HANG_GUARD_S, check=True).stdout.splitlines()
 
 
 def test_compiles_once_then_loads_with_this_runs_file_name(tmp_path):

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
@@ -56,7 +57,7 @@ def _real_log(tmp_path, pretty):
     proc = subprocess.run([playbook, "-i", "localhost,", str(tmp_path / "outer.yml"),
                            "-e", "inner=%s" % (tmp_path / "inner.yml"), "-e", "playbook=%s" % playbook,
                            "-e", "ansible_python_interpreter=%s" % sys.executable],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     log = tmp_path / "molecule-x.log"
     log.write_text(proc.stdout + proc.stderr)
