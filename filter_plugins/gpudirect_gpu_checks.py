@@ -21,7 +21,9 @@ out, into a failed one, with a diagnosis naming the check.
 
 A check that was not run (tools absent, DCGM not installed, level 0, check mode, where
 the command module runs nothing and says so) is
-``skipped`` with its reason, and changes no verdict.
+``skipped`` with its reason, and changes no verdict. A check whose tools ran but could not
+measure anything on this node (GDRCopy's tools on a node without GPU) is ``not_measured``,
+with the tools' own error as its reason, and changes no verdict either.
 """
 
 import os
@@ -66,15 +68,25 @@ def _skip_message(*registered):
     return ""
 
 
-def gpudirect_gdrcopy_check(sanity, copybw=None, missing=""):
-    """The gdrcopy check from the registered runs (or the reason they were not run)."""
+def gpudirect_gdrcopy_check(sanity, copybw=None, missing="", gpu_count=None):
+    """The gdrcopy check from the registered runs (or the reason they were not run); ``gpu_count``
+    the NVIDIA GPUs the node's facts list (``None``: unknown), which tells a tool that could not
+    measure on a node without GPU (not_measured) from one that failed on a node with GPUs."""
     sanity_run, copybw_run = _run(sanity), _run(copybw)
     if sanity_run is None and copybw_run is None:
         missing = missing or _skip_message(sanity, copybw)
         if not missing:
             raise AnsibleFilterError("gpudirect_gdrcopy_check: neither gdrcopy_sanity nor gdrcopy_copybw ran, "
                                      "and no reason was given")
-    return _gdrcopy.judge(sanity_run, copybw_run, missing or None)
+    if gpu_count in (None, "", "None"):
+        gpu_count = None
+    else:
+        try:
+            gpu_count = int(gpu_count)
+        except (TypeError, ValueError):
+            raise AnsibleFilterError("gpudirect_gdrcopy_check: gpu_count must be a number of GPUs or none, got %r"
+                                     % (gpu_count,))
+    return _gdrcopy.judge(sanity_run, copybw_run, missing or None, gpu_count)
 
 
 def gpudirect_dcgm_check(diag, level=None, missing=""):

@@ -267,7 +267,7 @@ def gpudirect_preflight_report(facts, host="", max_distance="SYS", reboot_reason
     if nic_config is not None:
         lines.extend(gpudirect_nic_firmware_lines(facts, nic_config, "  "))
     if roce_qos is not None:
-        lines.extend(gpudirect_roce_qos_lines(roce_qos, "  "))
+        lines.extend(gpudirect_roce_qos_lines(roce_qos, "  ", facts))
 
     pairs = facts.get("pairs") or []
     if pairs:
@@ -541,8 +541,10 @@ def gpudirect_nic_firmware_lines(facts, nic_config=None, indent="  "):
 _ROCE_QOS_KEYS = ("wanted", "ports", "changes", "not_exposed")
 # per value the knob it comes from (the port's report keys to the plan's wanted keys)
 _ROCE_QOS_VALUES = (("trust", "trust"), ("pfc", "pfc_priorities"), ("mtu", "mtu"), ("ecn_np", "ecn_priorities"),
-                    ("ecn_rp", "ecn_priorities"), ("cnp_dscp", "cnp_dscp"), ("cnp_802p_prio", "cnp_802p_prio"))
+                    ("ecn_rp", "ecn_priorities"), ("cnp_dscp", "cnp_dscp"), ("cnp_802p_prio", "cnp_802p_prio"),
+                    ("rdma_cm_mode", "rdma_cm_mode"), ("rdma_cm_tos", "rdma_cm_tos"))
 _ROCE_QOS_DISRUPTIVE = ("trust", "pfc", "mtu")
+_RDMA_CM_KEYS = ("rdma_cm_mode", "rdma_cm_tos")
 
 
 def _roce_qos_text(key, value):
@@ -553,22 +555,54 @@ def _roce_qos_text(key, value):
     return str(value)
 
 
-def gpudirect_roce_qos_lines(roce_qos=None, indent="  "):
+def _rdma_cm_fact_lines(facts, indent):
+    """RDMA-CM's defaults as gpudirect_facts read them back (``rdma_devices[].rdma_cm``), for a section whose plan
+    does not manage them: one line per RoCE port, or per device the reason they were not read."""
+    lines = []
+    for dev in (facts or {}).get("rdma_devices") or []:
+        cm = dev.get("rdma_cm") if isinstance(dev, dict) else None
+        if not isinstance(cm, dict):
+            continue
+        for number, port in sorted((cm.get("ports") or {}).items()):
+            tos = port.get("default_roce_tos")
+            lines.append(indent + "  %s port %s: RoCE mode %s, ToS %s" % (
+                dev.get("name"), number, port.get("default_roce_mode") or "?",
+                "?" if tos is None else "%s (DSCP %s)" % (tos, port.get("dscp"))))
+        for number, errors in sorted((cm.get("errors") or {}).items()):
+            for attr, why in sorted(errors.items()):
+                lines.append(indent + "  %s port %s: %s not read: %s" % (dev.get("name"), number, attr, why))
+        if not cm.get("read") and cm.get("reason") and not cm.get("ports") \
+                and not cm["reason"].startswith("no RoCE (Ethernet) port"):
+            lines.append(indent + "  %s: not read: %s" % (dev.get("name"), cm["reason"]))
+    if not lines:
+        return []
+    return [indent + "RDMA-CM defaults as gpudirect_facts read them (not managed by gpudirect_roce_qos: "
+                     "gpudirect_roce_qos_dscp unset or gpudirect_roce_qos_rdma_cm false)"] + lines
+
+
+def gpudirect_roce_qos_lines(roce_qos=None, indent="  ", facts=None):
     """The RoCE QoS section: a title saying whether the ports were read (how many values differ from the
-    knobs) or why not, then per RoCE port each wanted value with current, wanted and a marker, and the
+    knobs) or why not, then per RoCE port each wanted value with current, wanted and a marker (RDMA-CM's
+    defaults too, with the class its traffic lands in where the port's dscp2prio map was read), and the
     ports left out with their reason. ``roce_qos``: the ``gpudirect_roce_qos_plan`` fact, or None (the
-    plan did not run on this host in this run)."""
-    if roce_qos is None:
-        return [indent + "RoCE QoS: not read (no plan in this run): the gpudirect_roce_qos plan "
-                         "(roles/gpudirect_roce_qos/tasks/plan.yml) did not run on this host in this run"]
-    if not isinstance(roce_qos, dict) or any(k not in roce_qos for k in _ROCE_QOS_KEYS) \
-            or not isinstance(roce_qos["ports"], list):
+    plan did not run on this host in this run). ``facts`` (``ansible_facts.gpudirect``): where the plan does
+    not manage RDMA-CM's defaults, the values gpudirect_facts read back are listed after the section."""
+    if roce_qos is not None and (not isinstance(roce_qos, dict) or any(k not in roce_qos for k in _ROCE_QOS_KEYS)
+                                 or not isinstance(roce_qos["ports"], list)):
         raise AnsibleFilterError("gpudirect_roce_qos_lines: roce_qos must be the gpudirect_roce_qos_plan fact (a dict "
                                  "with wanted, ports, changes and not_exposed, from "
                                  "roles/gpudirect_roce_qos/tasks/plan.yml) or none, got %r" % (roce_qos,))
+    if facts is not None and not isinstance(facts, dict):
+        raise AnsibleFilterError("gpudirect_roce_qos_lines: facts must be ansible_facts.gpudirect (a dict) or none, "
+                                 "got %r" % (facts,))
+    if roce_qos is None:
+        return [indent + "RoCE QoS: not read (no plan in this run): the gpudirect_roce_qos plan "
+                         "(roles/gpudirect_roce_qos/tasks/plan.yml) did not run on this host in this run"] \
+            + _rdma_cm_fact_lines(facts, indent)
     if not roce_qos["wanted"]:
         return [indent + "RoCE QoS: not read (not configured): every gpudirect_roce_qos_* value is unset; no port "
-                         "is read or changed"]
+                         "is read or changed"] + _rdma_cm_fact_lines(facts, indent)
+    cm = roce_qos.get("rdma_cm") or {}
     lines = []
     differ = 0
     for index, port in enumerate(roce_qos["ports"]):
@@ -584,10 +618,15 @@ def gpudirect_roce_qos_lines(roce_qos=None, indent="  "):
                 continue
             wanted = _roce_qos_text(knob, port["wanted"][knob])
             if key in missing:
-                lines.append(indent + "    %-14s wanted %-8s NOT EXPOSED by this port (left alone): %s"
-                             % (key, wanted, missing[key]))
+                lines.append(indent + "    %-14s wanted %-8s %s: %s" % (
+                    key, wanted, "NOT READ" if key in _RDMA_CM_KEYS else "NOT EXPOSED by this port (left alone)",
+                    missing[key]))
                 continue
-            if key in to_set:
+            if key in to_set and key not in port["current"] and key in _RDMA_CM_KEYS:
+                differ += 1
+                marker = "NOT READ YET (%s: gpudirect_roce_qos does that, then sets it)" % " and ".join(
+                    cm.get("steps") or ["rdma_cm missing"])
+            elif key in to_set:
                 differ += 1
                 marker = "DIFFERS from the knobs (gpudirect_roce_qos sets it%s)" % (
                     "; traffic on the port stops briefly" if key in _ROCE_QOS_DISRUPTIVE else "")
@@ -595,6 +634,12 @@ def gpudirect_roce_qos_lines(roce_qos=None, indent="  "):
                 marker = "ok"
             lines.append(indent + "    %-14s current %-10s wanted %-10s %s"
                          % (key, _roce_qos_text(key, port["current"].get(key)), wanted, marker))
+        cm_class = port.get("rdma_cm_class")
+        if isinstance(cm_class, dict) and "rdma_cm_tos" in port["wanted"]:
+            lines.append(indent + "    %-14s ToS %s is DSCP %s: priority %s (the port's dscp2prio map), %s" % (
+                "rdma_cm class", port["wanted"]["rdma_cm_tos"], cm_class.get("dscp"), cm_class.get("priority"),
+                "PFC on: lossless" if cm_class.get("pfc") else
+                "NO PFC: RDMA-CM traffic is NOT in the lossless class (choose a DSCP of a PFC priority)"))
     for port in roce_qos.get("ports_skipped") or []:
         lines.append(indent + "  skipped %s port %s (%s): %s" % (port.get("device"), port.get("port"),
                                                                  port.get("netdev") or "no netdev", port.get("reason")))
@@ -608,7 +653,9 @@ def gpudirect_roce_qos_lines(roce_qos=None, indent="  "):
         title = "RoCE QoS: read by gpudirect_roce_qos; every wanted value in place"
     if roce_qos.get("tool_missing"):
         title += " (%s)" % roce_qos["tool_missing"]
-    return [indent + title] + lines
+    if cm.get("problem") and not cm.get("steps"):
+        title += " (RDMA-CM: %s; the apply fails: gpudirect_roce_qos_rdma_cm: false leaves RDMA-CM alone)" % cm["problem"]
+    return [indent + title] + lines + ([] if cm else _rdma_cm_fact_lines(facts, indent))
 
 
 class FilterModule(object):

@@ -656,15 +656,21 @@ _CHECK_FIX = {
 }
 
 
+# passed and failed; skipped: not run, with why; not_measured: run, but the node has nothing it can
+# measure (GDRCopy's tools on a node without GPU), with the tools' own error
+CHECK_STATUSES = ("passed", "failed", "skipped", "not_measured")
+
+
 def add_checks(record, checks):
     """The record with ``checks`` (each from a ``gpudirect_*_check`` filter, or None) under ``checks`` and
     their summaries in ``notes``; a failed check fails a host that passed, or one in service whose
-    loopback was left out, with a diagnosis naming every failed check."""
+    loopback was left out, with a diagnosis naming every failed check. A skipped or not_measured
+    check changes no verdict: its summary says why."""
     if not isinstance(record, dict) or "status" not in record:
         raise AnsibleFilterError("gpudirect_verify_verdict: the checks need a record with a status, got %r" % (record,))
     checks = [c for c in (checks or []) if c]
     for check in checks:
-        if not isinstance(check, dict) or check.get("status") not in ("passed", "failed", "skipped"):
+        if not isinstance(check, dict) or check.get("status") not in CHECK_STATUSES:
             raise AnsibleFilterError("gpudirect_verify_verdict: not a check: %r" % (check,))
     out = dict(record)
     out["checks"] = checks
@@ -680,7 +686,7 @@ def add_checks(record, checks):
                                                  for c in failed)
                             + (" (the node is in service: its data path was not exercised)" if in_service
                                else " (the RDMA data path itself passed)"),
-                            "fix": _CHECK_FIX.get(first["name"], ""), "related": []}
+                            "fix": first.get("fix") or _CHECK_FIX.get(first["name"], ""), "related": []}
     return out
 
 

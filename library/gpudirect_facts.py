@@ -11,7 +11,9 @@ DOCUMENTATION = r"""
 module: gpudirect_facts
 short_description: Survey GPUs, RDMA NICs, PCIe topology, ACS, IOMMU and peer-memory state for GPUDirect RDMA
 description:
-  - Reads sysfs and procfs (never writes) and returns C(ansible_facts.gpudirect).
+  - Reads sysfs and procfs (never writes) and returns C(ansible_facts.gpudirect). The one exception is the read of
+    RDMA-CM's per-port defaults (O(rdma_cm)) - the kernel shows them only in a configfs group, which the module makes
+    for the read and removes right after, setting nothing.
   - Lists NVIDIA GPUs (vendor 0x10de, class 0x0300xx/0x0302xx) and RDMA devices
     (C(/sys/class/infiniband), ConnectX ports as well as soft-RoCE C(rxe) devices),
     the PCIe bridges between each of them and its root complex, and for every GPU x RDMA
@@ -57,6 +59,16 @@ options:
       - Read the kernel log with C(dmesg) for Oops, NVIDIA Xid and C(NVRM ... failed) lines.
       - Most hosts restrict C(dmesg) to root; a failure is reported in
         C(kernel_oops.reason), never as a module failure.
+    type: bool
+    default: true
+  rdma_cm:
+    description:
+      - Read RDMA-CM's defaults of each RoCE port (C(rdma_devices[].rdma_cm)) from the kernel's configfs,
+        C(/sys/kernel/config/rdma_cm/<device>/ports/<port>/default_roce_mode) and C(default_roce_tos).
+      - On a live host the device's configfs group is made for the read (C(mkdir), which needs root) and removed
+        again when the module made it, as NVIDIA's C(cma_roce_tos) does; nothing is set, configfs is not mounted
+        and rdma_cm not loaded (C(rdma_cm.reason) then says which is missing). On a captured tree only a group
+        that is there is read.
     type: bool
     default: true
 attributes:
@@ -341,6 +353,20 @@ ansible_facts:
               type: list
               elements: str
               sample: [ib0]
+            rdma_cm:
+              description:
+                - RDMA-CM's defaults of the device's RoCE (Ethernet) ports, what the kernel gives an RDMA-CM connection
+                  whose application sets no ToS (configfs C(rdma_cm), see O(rdma_cm)).
+                - C(read) (false when nothing was read), C(reason) (why not, else empty), C(ports) keyed by port
+                  number (a string), each C(default_roce_mode) (C(RoCE v2) or C(IB/RoCE v1)), C(default_roce_tos)
+                  (0-255), C(dscp) and C(ecn) (the ToS's two parts); C(errors), per port, the attribute that could not
+                  be read or was malformed and why.
+              type: dict
+              sample:
+                read: true
+                reason: ""
+                ports: {"1": {"default_roce_mode": "RoCE v2", "default_roce_tos": 104, "dscp": 26, "ecn": 0}}
+                errors: {}
             ports:
               description: Ports keyed by port number (a string).
               type: dict
@@ -789,14 +815,47 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils import gpudirect_rdma_cm as rdma_cm
 from ansible.module_utils.gpudirect_facts_collector import FactsCollector
 from ansible.module_utils.gpudirect_kernel import default_boot_kernel
 from ansible.module_utils.gpudirect_rdma_sysfs import parse_rate, parse_sysfs_state, scan_rdma_devices  # noqa: F401
 
 
+def rdma_cm_defaults(root, device, create):
+    """RDMA-CM's defaults of the RoCE ports of one scanned device (see RETURN rdma_devices[].rdma_cm); ``create``:
+    make the configfs group for the read (a live host) or read only one that is there (a captured tree)."""
+    ports = sorted((number for number, port in (device.get("ports") or {}).items()
+                    if port and port.get("link_layer") == "Ethernet"), key=lambda n: int(n) if n.isdigit() else 0)
+    out = {"read": False, "reason": "", "ports": {}, "errors": {}}
+    if not ports:
+        out["reason"] = "no RoCE (Ethernet) port: RDMA-CM's RoCE defaults do not apply"
+        return out
+    found = rdma_cm.availability(root)
+    if not found["ready"]:
+        out["reason"] = found["problem"]
+        return out
+    read = rdma_cm.read_defaults(root, device["name"], ports, create=create)
+    for number in ports:
+        values = read["ports"].get(number, {})
+        port = {"default_roce_mode": values.get("roce_mode"), "default_roce_tos": values.get("roce_tos"),
+                "dscp": None, "ecn": None}
+        if port["default_roce_tos"] is not None:
+            port.update(rdma_cm.split_tos(port["default_roce_tos"]))
+        out["ports"][number] = port
+    out["errors"] = read["errors"]
+    out["read"] = any(v is not None for p in out["ports"].values() for v in p.values())
+    out["reason"] = "" if out["read"] else (read["group"] or "nothing readable")
+    return out
+
+
 class Collector(FactsCollector):
     """The facts collector (module_utils/gpudirect_facts_collector.py) with the sysfs RDMA device
-    scan and the default boot kernel reading (module_utils/gpudirect_kernel.py)."""
+    scan, RDMA-CM's defaults (module_utils/gpudirect_rdma_cm.py) and the default boot kernel reading
+    (module_utils/gpudirect_kernel.py)."""
+
+    def __init__(self, root="/", runner=None, nvidia_smi=True, kernel_log=True, live=None, rdma_cm=True):
+        super(Collector, self).__init__(root, runner, nvidia_smi, kernel_log, live)
+        self.use_rdma_cm = rdma_cm
 
     def boot_kernel(self):
         default, source, warnings = default_boot_kernel(self.root, self.runner, self.live)
@@ -811,12 +870,21 @@ class Collector(FactsCollector):
             device["numa_node"] = fn.numa_node if fn is not None else -1
             # the PCIe link of the NIC's function, for the degraded-link finding (null: no PCI function)
             device["link"] = fn.to_dict()["link"] if fn is not None else None
+            if self.use_rdma_cm:
+                try:
+                    device["rdma_cm"] = rdma_cm_defaults(self.root, device, create=self.live)
+                except (ValueError, OSError) as exc:   # one odd device must not hide the others
+                    device["rdma_cm"] = {"read": False, "reason": str(exc), "ports": {}, "errors": {}}
+                    self.warn("rdma %s: RDMA-CM defaults not read (%s)" % (device["name"], exc))
+            else:
+                device["rdma_cm"] = {"read": False, "reason": "not asked for (rdma_cm: false)", "ports": {},
+                                     "errors": {}}
         return devices
 
 
-def gather_facts(root="/", runner=None, nvidia_smi=True, kernel_log=True, live=None):
+def gather_facts(root="/", runner=None, nvidia_smi=True, kernel_log=True, live=None, rdma_cm=True):
     """The ``gpudirect`` facts dictionary of ``root``."""
-    return Collector(root, runner, nvidia_smi, kernel_log, live).collect()
+    return Collector(root, runner, nvidia_smi, kernel_log, live, rdma_cm).collect()
 
 def main():
     module = AnsibleModule(
@@ -824,6 +892,7 @@ def main():
             root=dict(type="path", default="/"),
             nvidia_smi=dict(type="bool", default=True),
             kernel_log=dict(type="bool", default=True),
+            rdma_cm=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -832,7 +901,8 @@ def main():
         module.fail_json(msg="root %s is not a directory: leave root at / on a live host, or point it at "
                              "a captured tree that holds sys/ and proc/" % root)
     try:
-        facts = gather_facts(root, module, module.params["nvidia_smi"], module.params["kernel_log"])
+        facts = gather_facts(root, module, module.params["nvidia_smi"], module.params["kernel_log"],
+                             rdma_cm=module.params["rdma_cm"])
     except Exception as exc:
         module.fail_json(msg="gpudirect_facts could not survey %s: %s" % (root, exc),
                          exception=traceback.format_exc())

@@ -16,6 +16,9 @@ Sources:
   ``/sys/class/net/<netdev>/ecn/<roce_np|roce_rp>/enable/<priority 0..7>`` holds 0 or 1;
   the notification point's ``cnp_dscp`` and ``cnp_802p_prio`` (``/sys/class/net/<netdev>/ecn/
   roce_np/``) are the DSCP and 802.1p priority of the CNPs the port sends.
+* RDMA-CM's defaults per port (issue #44, outcome 4): module_utils/gpudirect_rdma_cm.py (the kernel's configfs
+  ``/sys/kernel/config/rdma_cm/<device>/ports/<n>/default_roce_mode|default_roce_tos``); the profile's DSCP
+  (``dscp``) gives RoCE v2 and ToS ``dscp << 2``.
 * A RoCE port is a port of an RDMA device whose ``ports/<n>/link_layer`` reads ``Ethernet``; its
   netdev is ``ports/<n>/gid_attrs/ndevs/0`` (the kernel's GID table), else the device's ``net/``
   folder (mlx5: the PCI function's netdev), else the ``parent`` file soft-RoCE (rdma_rxe) writes.
@@ -28,6 +31,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible.module_utils import gpudirect_rdma_cm as rdma_cm
 from ansible.module_utils.gpudirect_host import read_attr as _read
 from ansible.module_utils.gpudirect_nic_config import parse_mlnx_qos as _nic_parse_mlnx_qos
 
@@ -44,13 +48,14 @@ def parse_mlnx_qos(text):
     The reading itself is ``parse_mlnx_qos`` of module_utils/gpudirect_nic_config.py (the project's one
     parser of this output, strict: it names the line it cannot read); this wraps it for a plan that must
     go on per port. ``trust``: ``pcp``/``dscp`` or ``None``; ``pfc``: the eight 0/1 values of the
-    ``enabled`` row (index = priority) or ``None``; ``dcbx``, ``cable_len``; ``errors``: sentences for
+    ``enabled`` row (index = priority) or ``None``; ``dcbx``, ``cable_len``; ``dscp2prio`` (DSCP -> priority,
+    as the port maps them under DSCP trust; ``None`` when not printed); ``errors``: sentences for
     what could not be read. The tool's own "... is not supported on your system" lines (a driver without
     the trust file, a netdev without DCB) are taken out first and given as the reason.
     """
     if not isinstance(text, str):
         raise TypeError("mlnx_qos output must be text, got %r" % (text,))
-    result = {"dcbx": None, "trust": None, "pfc": None, "cable_len": None, "errors": []}
+    result = {"dcbx": None, "trust": None, "pfc": None, "cable_len": None, "dscp2prio": None, "errors": []}
     unsupported, kept = [], []
     for line in text.splitlines():
         match = _UNSUPPORTED.match(line)
@@ -72,6 +77,7 @@ def parse_mlnx_qos(text):
     result["dcbx"] = parsed["dcbx_mode"]
     result["cable_len"] = parsed["cable_len"]
     result["pfc"] = [1 if flag else 0 for flag in parsed["pfc"]["enabled"]]
+    result["dscp2prio"] = parsed["dscp2prio"]
     if trust_none:
         result["errors"].append("mlnx_qos reads the trust state as none: "
                                 + ("; ".join(u for u in unsupported if "trust" in u) or "no trust state on this port"))
@@ -118,7 +124,36 @@ def validate_wanted(wanted):
     mtu = wanted.get("mtu")
     if mtu is not None and (isinstance(mtu, bool) or not isinstance(mtu, int) or not 68 <= mtu <= 9978):
         errors.append("mtu must be a number 68-9978 (the netdev's MTU; ConnectX takes up to 9978), got %r" % (mtu,))
+    dscp = wanted.get("dscp")
+    if dscp is not None and not rdma_cm.is_dscp(dscp):
+        errors.append("dscp must be a number 0-63 (the DSCP of the RoCE traffic; RDMA-CM's default ToS is dscp << 2), "
+                      "got %r" % (dscp,))
+    if not isinstance(wanted.get("rdma_cm", True), bool):
+        errors.append("rdma_cm must be true or false, got %r" % (wanted.get("rdma_cm"),))
     return errors
+
+
+def rdma_cm_wanted(wanted):
+    """The RDMA-CM defaults the wanted values ask for: {"rdma_cm_mode": "RoCE v2", "rdma_cm_tos": dscp << 2} when
+    ``rdma_cm`` is on (the default) and ``dscp`` is set, else {}. Call after validate_wanted."""
+    return rdma_cm.wanted(wanted.get("dscp"), wanted.get("rdma_cm", True))
+
+
+# the keys of a port's report for the RDMA-CM defaults, and the configfs attribute each is read from
+RDMA_CM_KEYS = (("rdma_cm_mode", "roce_mode", "default_roce_mode"), ("rdma_cm_tos", "roce_tos", "default_roce_tos"))
+
+
+def rdma_cm_class(tos, trust, dscp2prio, pfc_priorities):
+    """Where RDMA-CM traffic of ToS ``tos`` lands on a port that trusts DSCP: {"dscp", "priority", "pfc"}
+    (``pfc``: the priority has PFC on), from the port's dscp2prio map (mlnx_qos). None when the port does not
+    classify by DSCP (trust pcp) or the map or the PFC priorities are unknown."""
+    if trust != "dscp" or not dscp2prio or pfc_priorities is None:
+        return None
+    dscp = rdma_cm.split_tos(tos)["dscp"]
+    priority = dscp2prio.get(dscp)
+    if priority is None:
+        return None
+    return {"dscp": dscp, "priority": priority, "pfc": priority in pfc_priorities}
 
 
 def find_ports(root):
@@ -216,6 +251,9 @@ def compare(current, want):
     for key in ("cnp_dscp", "cnp_802p_prio"):
         if want.get(key) is not None and key in current and current[key] != want[key]:
             to_set[key] = want[key]
+    for key, value in sorted(rdma_cm_wanted(want).items()):
+        if key in current and current[key] != value:
+            to_set[key] = value
     return to_set
 
 
@@ -230,4 +268,8 @@ def describe(key, value):
     if key in ("ecn_np", "ecn_rp"):
         return "ECN %s on priorities %s" % ("notification point" if key == "ecn_np" else "reaction point",
                                             ",".join(str(p) for p in value) or "none")
+    if key == "rdma_cm_mode":
+        return "RDMA-CM default RoCE mode %s" % value
+    if key == "rdma_cm_tos":
+        return "RDMA-CM default ToS %s (DSCP %d)" % (value, rdma_cm.split_tos(value)["dscp"])
     return "%s %s" % (key, value)

@@ -17,6 +17,13 @@ read 100% although tests had failed: the exit status counts as much as the numbe
 and prints ``write BW: 9638.54MB/s`` and ``read BW: 530.135MB/s``, where MB is
 bytes / 1024 / 1024 (``tests/copybw.cpp``). GB/s here is 10^9 bytes per second.
 
+Both stop at their first CUDA driver call on a machine without a GPU: ``ASSERTDRV``
+(``tests/common.hpp``) prints ``CUDA error: CUDA_ERROR_NO_DEVICE`` and the failed
+assertion and exits 1, ``gdrcopy_copybw`` before any bandwidth, ``gdrcopy_sanity`` in
+every test that needs CUDA. On a node whose facts list no NVIDIA GPU the check is then
+``not_measured``, with the tools' own error lines as the reason: nothing was measured,
+and nothing failed that the node has.
+
 Pure functions over text; fixtures and their sources in ``tests/fixtures/gdrcopy/``.
 """
 
@@ -33,6 +40,12 @@ _BW = re.compile(r"^(write|read) BW:\s*([0-9.]+(?:[eE][-+]?\d+)?)\s*MB/s\s*$", r
 _GPU = re.compile(r"^GPU id:(\d+); name: (.*?); Bus id: (\S+)\s*$", re.M)
 _SELECT = re.compile(r"^selecting device (\d+)\s*$", re.M)
 _SIZE = re.compile(r"^testing size: (\d+)\s*$", re.M)
+# the lines in which the tools name their own error: ASSERTDRV's (tests/common.hpp), gdr_open_safe's,
+# and the dynamic loader's when libcuda is not there at all
+_ERROR_LINE = re.compile(r"^(CUDA error: \S+|gdr_open error: .*|.*error while loading shared libraries: .*)$")
+_CUDA_ERROR = re.compile(r"^CUDA error: (CUDA_ERROR_\w+)$")
+# cuGetErrorString's words for the errors that mean "no GPU here" (CUDA driver API, CUresult 100)
+NO_DEVICE_ERRORS = {"CUDA_ERROR_NO_DEVICE": "no CUDA-capable device is detected"}
 
 MIB = 1024 * 1024
 
@@ -133,24 +146,74 @@ def copybw_summary(parsed):
         where, parsed["size"] if parsed["size"] is not None else "?", parsed["write_gbs"], parsed["read_gbs"])
 
 
-def judge(sanity=None, copybw=None, missing=None):
+def tool_errors(text):
+    """The error lines a tool printed, each once with how often, the most frequent first:
+    ``[(line, count)]``."""
+    seen = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if _ERROR_LINE.match(line):
+            seen[line] = seen.get(line, 0) + 1
+    return sorted(seen.items(), key=lambda item: -item[1])
+
+
+def _error_words(text):
+    """The tool's error lines quoted, with the CUDA driver's words for a no-device error; "" without any."""
+    said = []
+    for line, count in tool_errors(text):
+        cuda = _CUDA_ERROR.match(line)
+        meaning = NO_DEVICE_ERRORS.get(cuda.group(1)) if cuda else None
+        said.append("'%s'%s%s" % (line, " (%s)" % meaning if meaning else "",
+                                  " %d times" % count if count > 1 else ""))
+    return ", ".join(said)
+
+
+def _own_words(name, run, parsed=None):
+    """One tool's failure in its own words, for a reason: exit status, what it got to, its error lines."""
+    text = (run.get("stdout") or "") + "\n" + (run.get("stderr") or "")
+    words = _error_words(text) or "last lines: %s" % _tail(run.get("stderr") or run.get("stdout"), 2)
+    if parsed is not None:
+        got = " with %d of %d tests passed" % (parsed["passed"], parsed["total"])
+    elif name == "gdrcopy_copybw":
+        got = " before printing a bandwidth"
+    else:
+        got = " before its summary"
+    return "%s exited %s%s: %s" % (name, run.get("rc"), got, words)
+
+
+def _no_gpu(gpu_count):
+    """True when the node's facts list no NVIDIA GPU (0), False with GPUs, None when unknown."""
+    if gpu_count is None or gpu_count == "":
+        return None
+    return int(gpu_count) == 0
+
+
+def judge(sanity=None, copybw=None, missing=None, gpu_count=None):
     """The gdrcopy check of one node, for the verification record.
 
     ``sanity`` / ``copybw`` are ``{"stdout", "stderr", "rc"}`` of each tool's run
     (``None``: not run); ``missing`` the reason they were not run (tools absent,
-    check mode). Returns ``{"name": "gdrcopy", "status": passed|failed|skipped,
-    "summary", "sanity", "copybw", "reason"}``. A failing ``gdrcopy_sanity`` fails
-    the check; ``gdrcopy_copybw`` is reported, and fails the check only when it
-    stopped before printing its bandwidths.
+    check mode); ``gpu_count`` the NVIDIA GPUs the node's facts list (``None``:
+    unknown). Returns ``{"name": "gdrcopy", "status": passed|failed|not_measured|skipped,
+    "summary", "sanity", "copybw", "reason"}``, and ``fix`` when the check's own advice
+    replaces the verdict's usual one.
+
+    A failing ``gdrcopy_sanity`` fails the check; ``gdrcopy_copybw`` is reported, and
+    fails the check only when it stopped before printing its bandwidths. On a node
+    with no GPU (``gpu_count`` 0) a tool that failed makes the check
+    ``not_measured`` ("GDRCopy not measured: ..."), with the tools' own error
+    lines as the reason and no bandwidth; a tool that reports a result there fails
+    the check, since there was no GPU to measure (the output is not this node's).
+    On a node with GPUs, or an unknown count, a failure stays a failure.
     """
     check = {"name": "gdrcopy", "status": "skipped", "summary": "", "sanity": None, "copybw": None,
              "reason": missing or ""}
     if missing:
         check["summary"] = "gdrcopy: not run: %s" % missing
         return check
-    problems, lines = [], []
-    for key, parse, summarize in (("sanity", parse_sanity, sanity_summary),
-                                  ("copybw", parse_copybw, copybw_summary)):
+    problems, lines, failed_runs, passed_runs = [], [], [], []
+    for name, key, parse, summarize in (("gdrcopy_sanity", "sanity", parse_sanity, sanity_summary),
+                                        ("gdrcopy_copybw", "copybw", parse_copybw, copybw_summary)):
         run = (sanity if key == "sanity" else copybw)
         if run is None:
             continue
@@ -160,11 +223,32 @@ def judge(sanity=None, copybw=None, missing=None):
         except GdrcopyOutputError as exc:
             problems.append(str(exc))
             lines.append(str(exc))
+            failed_runs.append(_own_words(name, run))
             continue
         check[key] = parsed
         lines.append(summarize(parsed))
         if key == "sanity" and not parsed["ok"]:
-            problems.append(summarize(parsed))
+            errors = _error_words(text)
+            problems.append(summarize(parsed) + ("; its errors: %s" % errors if errors else ""))
+            failed_runs.append(_own_words(name, run, parsed))
+        else:
+            passed_runs.append(name)
+    if _no_gpu(gpu_count) and (failed_runs or passed_runs):
+        check["copybw"] = None       # no GPU: no bandwidth of this node's can be there
+        if passed_runs:
+            check["sanity"] = None
+            check["status"] = "failed"
+            check["reason"] = ("%s reported a result on a node whose facts list no NVIDIA GPU: there was no GPU to "
+                               "measure, so the output is not this node's" % " and ".join(passed_runs))
+            check["summary"] = "GDRCopy result refused: %s" % check["reason"]
+            check["fix"] = ("find where the GDRCopy tools on this node come from (dpkg -S or rpm -qf on the path that "
+                            "ran): NVIDIA's gdrcopy_sanity and gdrcopy_copybw cannot pass without a GPU; set "
+                            "gpudirect_verify_gdrcopy: false to leave GDRCopy out of the verdict")
+            return check
+        check["status"] = "not_measured"
+        check["reason"] = "no NVIDIA GPU on this node (its facts list none); %s" % "; ".join(failed_runs)
+        check["summary"] = "GDRCopy not measured: %s" % check["reason"]
+        return check
     check["status"] = "failed" if problems else "passed"
     check["summary"] = "; ".join(lines)
     check["reason"] = "; ".join(problems)

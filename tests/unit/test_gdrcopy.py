@@ -97,3 +97,76 @@ def test_judge_pass_fail_and_skip():
     assert nobw["status"] == "failed" and "write BW" in nobw["reason"]
     skipped = g.judge(missing="gdrcopy_sanity and gdrcopy_copybw are not installed")
     assert skipped["status"] == "skipped" and "not installed" in skipped["summary"]
+
+
+# ---- A node without GPU (the test nodes): what the real 2.5.1 tools print there ----
+
+def no_gpu_runs():
+    """The registered runs of both tools on a node with no GPU (the stand-in prints exactly these)."""
+    return ({"stdout": read("sanity-no-gpu-v2.5.1.stdout"), "stderr": read("sanity-no-gpu-v2.5.1.stderr"), "rc": 1},
+            {"stdout": "", "stderr": read("copybw-no-gpu-v2.5.1.stderr"), "rc": 1})
+
+
+def test_no_gpu_outputs_are_the_real_formats():
+    sanity, copybw = no_gpu_runs()
+    p = g.parse_sanity(sanity["stdout"], 1)
+    assert (p["total"], p["passed"], p["failed"], p["waived"], p["ok"]) == (36, 0, 36, 0, False)
+    assert p["failed_tests"][0] == "attributes_sanity" and p["failed_tests"] == sorted(p["failed_tests"])
+    # 35 tests stop in init_cuda's cuInit (sanity.cpp:68); attributes_sanity in gdr_open_safe
+    assert g.tool_errors(sanity["stderr"]) == [("CUDA error: CUDA_ERROR_NO_DEVICE", 35),
+                                               ("gdr_open error: Is gdrdrv driver installed and loaded?", 1)]
+    assert sanity["stderr"].count('Assertion "CUDA_SUCCESS == result" failed at sanity.cpp:68') == 35
+    with pytest.raises(g.GdrcopyOutputError, match="CUDA_ERROR_NO_DEVICE"):
+        g.parse_copybw(copybw["stdout"] + copybw["stderr"], 1)
+
+
+def test_no_gpu_node_is_not_measured_in_the_tools_own_words():
+    sanity, copybw = no_gpu_runs()
+    check = g.judge(sanity, copybw, None, gpu_count=0)
+    assert check["status"] == "not_measured"
+    assert check["summary"].startswith("GDRCopy not measured: no NVIDIA GPU on this node")
+    assert check["summary"] == "GDRCopy not measured: " + check["reason"]
+    assert ("gdrcopy_sanity exited 1 with 0 of 36 tests passed: 'CUDA error: CUDA_ERROR_NO_DEVICE' "
+            "(no CUDA-capable device is detected) 35 times, 'gdr_open error: Is gdrdrv driver installed and loaded?'"
+            ) in check["reason"]
+    assert ("gdrcopy_copybw exited 1 before printing a bandwidth: 'CUDA error: CUDA_ERROR_NO_DEVICE' "
+            "(no CUDA-capable device is detected)") in check["reason"]
+    # nothing that reads as a measurement
+    assert check["copybw"] is None and "GB/s" not in check["summary"] and "MB/s" not in check["summary"]
+    assert check["sanity"]["total"] == 36 and check["sanity"]["passed"] == 0
+
+
+def test_no_gpu_node_with_one_tool_only():
+    sanity, copybw = no_gpu_runs()
+    check = g.judge(None, copybw, None, gpu_count=0)
+    assert check["status"] == "not_measured" and "gdrcopy_sanity" not in check["reason"]
+    check = g.judge({"stdout": "", "stderr": "gdrcopy_sanity: error while loading shared libraries: libcuda.so.1: "
+                     "cannot open shared object file: No such file or directory", "rc": 127}, None, None, 0)
+    assert check["status"] == "not_measured"
+    assert "exited 127 before its summary: 'gdrcopy_sanity: error while loading shared libraries" in check["reason"]
+
+
+def test_a_gpu_node_whose_tools_fail_still_fails():
+    sanity, copybw = no_gpu_runs()
+    for gpus in (8, None):      # GPUs in the facts, or no facts: a failure is a failure
+        check = g.judge(sanity, copybw, None, gpu_count=gpus)
+        assert check["status"] == "failed"
+        assert "0 passed, 36 failed" in check["reason"]
+        assert "its errors: 'CUDA error: CUDA_ERROR_NO_DEVICE' (no CUDA-capable device is detected) 35 times" \
+            in check["reason"]
+        assert "copybw.cpp:240" in check["reason"]
+
+
+def test_a_result_on_a_node_without_gpu_is_refused_and_shows_no_bandwidth():
+    # what the old stand-in printed: NVIDIA's published V100 outputs, on a VM with no GPU
+    check = g.judge({"stdout": read("sanity-pass-v100.txt"), "rc": 0}, {"stdout": read("copybw-v100.txt"), "rc": 0},
+                    None, gpu_count=0)
+    assert check["status"] == "failed"
+    assert check["copybw"] is None and check["sanity"] is None
+    assert "GB/s" not in check["summary"] and "Tesla" not in check["summary"]
+    assert "no GPU to measure" in check["reason"] and "dpkg -S" in check["fix"]
+    # a canned bandwidth beside a real failure: still refused
+    sanity, _ = no_gpu_runs()
+    check = g.judge(sanity, {"stdout": read("copybw-v100.txt"), "rc": 0}, None, gpu_count=0)
+    assert check["status"] == "failed" and check["copybw"] is None
+    assert check["reason"].startswith("gdrcopy_copybw reported a result")

@@ -614,7 +614,7 @@ def _check_documented(value, doc, where):
 def test_documentation_is_valid_yaml_and_complete(tmp_path):
     doc = yaml.safe_load(gpudirect_facts.DOCUMENTATION)
     assert doc["module"] == "gpudirect_facts"
-    assert set(doc["options"]) == {"root", "nvidia_smi", "kernel_log"}
+    assert set(doc["options"]) == {"root", "nvidia_smi", "kernel_log", "rdma_cm"}
     assert yaml.safe_load(gpudirect_facts.EXAMPLES)
     ret = yaml.safe_load(gpudirect_facts.RETURN)
     gpudirect_doc = ret["ansible_facts"]["contains"]["gpudirect"]
@@ -695,3 +695,70 @@ def test_main_missing_root_fails_with_hint(tmp_path, monkeypatch, run_module):
     result = run_module(gpudirect_facts, {"root": str(tmp_path / "missing")})
     assert result["failed"] is True
     assert "not a directory" in result["msg"] and "captured tree" in result["msg"]
+
+
+# ---------------------------------------------------------------------------
+# RDMA-CM's defaults read back (issue #44, outcome 4)
+# ---------------------------------------------------------------------------
+
+from rdma_cm_configfs import V1, V2, FakeRdmaCm, port as cm_port  # noqa: E402
+
+
+def test_rdma_cm_defaults_read_on_a_live_host_in_a_group_made_for_the_read(tmp_path, monkeypatch):
+    tree = _vm_with_rxe(tmp_path)
+    fake = FakeRdmaCm(tree.root, monkeypatch, {"rxe0": {1: cm_port(V2, 104, modes=(V2,))}})
+    facts = gpudirect_facts.gather_facts(tree.root, None, nvidia_smi=False, kernel_log=False, live=True)
+    assert facts["rdma_devices"][0]["rdma_cm"] == {
+        "read": True, "reason": "", "errors": {},
+        "ports": {"1": {"default_roce_mode": "RoCE v2", "default_roce_tos": 104, "dscp": 26, "ecn": 0}}}
+    assert fake.log == [("mkdir", "rxe0"), ("rmdir", "rxe0")] and os.listdir(fake.base) == []
+
+
+def test_rdma_cm_defaults_of_a_captured_tree_only_from_a_group_that_is_there(tmp_path, monkeypatch):
+    tree = _vm_with_rxe(tmp_path)
+    fake = FakeRdmaCm(tree.root, monkeypatch, {"rxe0": {1: cm_port(V2, 106, modes=(V2,))}})
+    facts = facts_of(tree)
+    cm = facts["rdma_devices"][0]["rdma_cm"]
+    assert cm["read"] is False and fake.log == []
+    assert cm["reason"] == ("no configfs group /sys/kernel/config/rdma_cm/rxe0 (reading it needs a mkdir there)")
+    fake.mkdir(fake.group("rxe0"))                                    # as the capture holds it
+    cm = facts_of(tree)["rdma_devices"][0]["rdma_cm"]
+    assert cm["ports"]["1"] == {"default_roce_mode": "RoCE v2", "default_roce_tos": 106, "dscp": 26, "ecn": 2}
+    assert os.path.isdir(fake.group("rxe0"))
+
+
+def test_rdma_cm_defaults_say_what_is_missing(tmp_path, monkeypatch):
+    tree = _vm_with_rxe(tmp_path)
+    FakeRdmaCm(tree.root, monkeypatch, {"rxe0": {1: cm_port()}}, loaded=False).mounts(True)
+    cm = gpudirect_facts.gather_facts(tree.root, None, nvidia_smi=False, kernel_log=False,
+                                      live=True)["rdma_devices"][0]["rdma_cm"]
+    assert cm == {"read": False, "ports": {}, "errors": {},
+                  "reason": "the kernel module rdma_cm is not loaded (no /sys/kernel/config/rdma_cm)"}
+    off = gpudirect_facts.gather_facts(tree.root, None, nvidia_smi=False, kernel_log=False, live=True,
+                                       rdma_cm=False)["rdma_devices"][0]["rdma_cm"]
+    assert off["read"] is False and off["reason"] == "not asked for (rdma_cm: false)"
+
+
+def test_rdma_cm_defaults_of_an_infiniband_device_are_not_read(tmp_path, monkeypatch):
+    tree = gpu_server(tmp_path)
+    fake = FakeRdmaCm(tree.root, monkeypatch, {"mlx5_0": {1: cm_port(V1, 0, modes=(V1,))},
+                                               "mlx5_1": {1: cm_port(V1, 0, modes=(V1,))}})
+    devices = gpudirect_facts.gather_facts(tree.root, None, nvidia_smi=False, kernel_log=False,
+                                           live=True)["rdma_devices"]
+    mlx0 = [d for d in devices if d["name"] == "mlx5_0"][0]
+    assert mlx0["rdma_cm"]["read"] is False
+    assert mlx0["rdma_cm"]["reason"] == "no RoCE (Ethernet) port: RDMA-CM's RoCE defaults do not apply"
+    assert ("mkdir", "mlx5_0") not in fake.log
+
+
+def test_a_malformed_rdma_cm_value_is_an_error_not_a_value(tmp_path, monkeypatch):
+    tree = _vm_with_rxe(tmp_path)
+    fake = FakeRdmaCm(tree.root, monkeypatch, {"rxe0": {1: cm_port(V2, 0, modes=(V2,))}})
+    fake.mkdir(fake.group("rxe0"))
+    with open(os.path.join(fake.group("rxe0"), "ports", "1", "default_roce_tos"), "w") as handle:
+        handle.write("0x68\n")
+    cm = facts_of(tree)["rdma_devices"][0]["rdma_cm"]
+    assert cm["read"] is True and cm["ports"]["1"] == {"default_roce_mode": "RoCE v2", "default_roce_tos": None,
+                                                       "dscp": None, "ecn": None}
+    assert cm["errors"]["1"]["default_roce_tos"] == ("default_roce_tos reads '0x68\\n', not a ToS 0-255 as the kernel "
+                                                     "prints it")

@@ -60,7 +60,8 @@ def test_no_infiniband_class_and_missing_port(tmp_path):
 
 def test_facts_and_loopback_use_this_scan(tmp_path, monkeypatch):
     """One implementation: the facts' rdma_devices are the scan plus the PCI function's NUMA node
-    and link, and the loopback reads the same scan when it has no facts."""
+    and link and RDMA-CM's defaults (issue #44 outcome 4), and the loopback reads the same scan when
+    it has no facts."""
     assert gpudirect_loopback.scan_rdma_devices is rdma.scan_rdma_devices
     assert gpudirect_loopback.scan_port is rdma.scan_port
     assert gpudirect_facts.parse_rate is rdma.parse_rate
@@ -68,7 +69,7 @@ def test_facts_and_loopback_use_this_scan(tmp_path, monkeypatch):
     facts = gpudirect_facts.gather_facts(tree.root)
     scanned = rdma.scan_rdma_devices(tree.root)
     for seen, scan in zip(facts["rdma_devices"], scanned):
-        extra = dict((k, seen[k]) for k in ("numa_node", "link"))
+        extra = dict((k, seen[k]) for k in ("numa_node", "link", "rdma_cm"))
         assert dict(scan, **extra) == seen
     assert [d["numa_node"] for d in facts["rdma_devices"]] == [0, 1]
     assert facts["rdma_devices"][0]["link"] is not None

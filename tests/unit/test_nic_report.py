@@ -331,7 +331,8 @@ import gpudirect_roce_qos as roce_module  # noqa: E402
 
 
 def _roce_plan(result):
-    keys = ("wanted", "changes", "disruption", "not_exposed", "ports", "ports_skipped", "tool_missing", "skip_reason")
+    keys = ("wanted", "changes", "disruption", "not_exposed", "ports", "ports_skipped", "tool_missing", "skip_reason",
+            "rdma_cm")
     return {k: result[k] for k in keys}
 
 
@@ -360,6 +361,77 @@ def test_roce_qos_section_after_the_apply_reads_in_place(host, run_module):  # n
     lines = report.gpudirect_roce_qos_lines(plan, "")
     assert lines[0] == "RoCE QoS: read by gpudirect_roce_qos; every wanted value in place"
     assert "    pfc            current 3          wanted 3          ok" in lines
+
+
+# ------------------------------------------------------------------ RDMA-CM defaults (issue #44, outcome 4)
+# the plan of test_roce_qos.py's fake host with its stand-in of the kernel's rdma_cm configfs
+
+from test_roce_qos import rdma_cm, unload  # noqa: E402,F401 (the stand-in configfs fixture)
+
+
+def test_roce_qos_section_shows_the_rdma_cm_defaults_against_the_profile(host, rdma_cm, run_module):  # noqa: F811
+    plan = _roce_plan(run_module(roce_module, dict(root=str(host), dscp=26), check_mode=True))
+    lines = report.gpudirect_roce_qos_lines(plan, "")
+    assert lines[0] == "RoCE QoS: read by gpudirect_roce_qos; 3 value(s) differ from the knobs"
+    assert lines[1:4] == [
+        "  ens1f0np0 (mlx5_0 port 1)",
+        "    rdma_cm_mode   current IB/RoCE v1 wanted RoCE v2    DIFFERS from the knobs (gpudirect_roce_qos sets it)",
+        "    rdma_cm_tos    current 0          wanted 104        DIFFERS from the knobs (gpudirect_roce_qos sets it)"]
+    assert "    rdma_cm_mode   current RoCE v2    wanted RoCE v2    ok" in lines
+    run_module(roce_module, dict(root=str(host), dscp=26, state="applied"))
+    after = report.gpudirect_roce_qos_lines(_roce_plan(run_module(roce_module, dict(root=str(host), dscp=26),
+                                                                  check_mode=True)), "")
+    assert after[0] == "RoCE QoS: read by gpudirect_roce_qos; every wanted value in place"
+    assert "    rdma_cm_tos    current 104        wanted 104        ok" in after
+
+
+def test_roce_qos_section_where_rdma_cm_is_still_to_load_or_cannot_be(host, rdma_cm, run_module):  # noqa: F811
+    unload(rdma_cm, host)
+    plan = _roce_plan(run_module(roce_module, dict(root=str(host), dscp=26), check_mode=True))
+    lines = report.gpudirect_roce_qos_lines(plan, "")
+    assert "    rdma_cm_tos    current ?          wanted 104        NOT READ YET (load rdma_cm: gpudirect_roce_qos " \
+           "does that, then sets it)" in lines
+    os.makedirs(str(host / "sys/module/rdma_cm"))                      # loaded, and still no configfs directory
+    plan = _roce_plan(run_module(roce_module, dict(root=str(host), dscp=26), check_mode=True))
+    lines = report.gpudirect_roce_qos_lines(plan, "")
+    assert lines[0].endswith("(RDMA-CM: rdma_cm is loaded and configfs is mounted, but /sys/kernel/config/rdma_cm is "
+                             "absent: this kernel was built without CONFIG_INFINIBAND_ADDR_TRANS_CONFIGFS; the apply "
+                             "fails: gpudirect_roce_qos_rdma_cm: false leaves RDMA-CM alone)")
+    assert any(line.startswith("    rdma_cm_mode   wanted RoCE v2  NOT READ: rdma_cm is loaded") for line in lines)
+
+
+def test_roce_qos_section_says_where_rdma_cm_traffic_lands(host, rdma_cm, run_module):  # noqa: F811
+    knobs = dict(root=str(host), trust="dscp", pfc_priorities=[3], interfaces=["mlx5_0"])
+    run_module(roce_module, dict(knobs, state="applied"))
+    lines = report.gpudirect_roce_qos_lines(_roce_plan(run_module(roce_module, dict(knobs, dscp=26),
+                                                                  check_mode=True)), "")
+    assert "    rdma_cm class  ToS 104 is DSCP 26: priority 3 (the port's dscp2prio map), PFC on: lossless" in lines
+    lines = report.gpudirect_roce_qos_lines(_roce_plan(run_module(roce_module, dict(knobs, dscp=8),
+                                                                  check_mode=True)), "")
+    assert ("    rdma_cm class  ToS 32 is DSCP 8: priority 1 (the port's dscp2prio map), NO PFC: RDMA-CM traffic is "
+            "NOT in the lossless class (choose a DSCP of a PFC priority)") in lines
+
+
+def test_roce_qos_section_shows_the_facts_rdma_cm_defaults_where_the_plan_does_not_manage_them(
+        host, rdma_cm, run_module):  # noqa: F811
+    # gpudirect_facts on the same host, live (its group made for the read and removed)
+    facts = gpudirect_facts.gather_facts(str(host), None, nvidia_smi=False, kernel_log=False, live=True)
+    extra = ["RDMA-CM defaults as gpudirect_facts read them (not managed by gpudirect_roce_qos: gpudirect_roce_qos_dscp "
+             "unset or gpudirect_roce_qos_rdma_cm false)",
+             "  mlx5_0 port 1: RoCE mode IB/RoCE v1, ToS 0 (DSCP 0)",
+             "  rxe0 port 1: RoCE mode RoCE v2, ToS 0 (DSCP 0)"]
+    assert report.gpudirect_roce_qos_lines(None, "", facts)[1:] == extra
+    unset = {"wanted": False, "ports": [], "changes": [], "not_exposed": [], "ports_skipped": []}
+    assert report.gpudirect_roce_qos_lines(unset, "", facts)[1:] == extra
+    mtu_only = _roce_plan(run_module(roce_module, dict(root=str(host), mtu=1500), check_mode=True))
+    assert report.gpudirect_roce_qos_lines(mtu_only, "", facts)[-3:] == extra
+    managed = _roce_plan(run_module(roce_module, dict(root=str(host), dscp=26), check_mode=True))
+    assert not [line for line in report.gpudirect_roce_qos_lines(managed, "", facts) if "gpudirect_facts" in line]
+    # in the preflight table, from the same facts
+    table = report.gpudirect_preflight_report(facts, "gpu-a", roce_qos=unset)
+    assert "    mlx5_0 port 1: RoCE mode IB/RoCE v1, ToS 0 (DSCP 0)" in table
+    with pytest.raises(AnsibleFilterError, match="facts must be ansible_facts.gpudirect"):
+        report.gpudirect_roce_qos_lines(None, "", ["mlx5_0"])
 
 
 def test_roce_qos_section_not_configured_no_plan_and_bad_input():

@@ -238,3 +238,169 @@ def test_bad_values_fail_before_reading(host, run_module):
     result = run_module(module, {"root": str(host), "pfc_priorities": [9]})
     assert result["failed"] is True
     assert result["msg"].startswith("gpudirect_roce_qos: pfc_priorities must be a list of distinct priorities 0-7")
+
+
+# ------------------------------------------------------------------ RDMA-CM defaults (issue #44, outcome 4)
+# The kernel's rdma_cm configfs below the fake root is tests/unit/rdma_cm_configfs.py's stand-in: mlx5_0 port 1
+# starts as MLNX_OFED leaves a ConnectX-3-era port (IB/RoCE v1, ToS 0), soft-RoCE supports RoCE v2 only, the
+# InfiniBand port IB/RoCE v1 only (cma.c's defaults for each).
+
+from rdma_cm_configfs import V1, V2, FakeRdmaCm, port as cm_port  # noqa: E402
+
+CM_DEVICES = {"mlx5_0": {1: cm_port(V1, 0)}, "mlx5_1": {1: cm_port(V1, 0, modes=(V1,))},
+              "rxe0": {1: cm_port(V2, 0, modes=(V2,))}}
+
+
+@pytest.fixture
+def rdma_cm(host, monkeypatch, tmp_path):
+    """The host with rdma_cm's configfs; PATH gains a mount and a modprobe that do to the fake root what the real
+    ones do to a host (mount: a configfs line in proc/mounts; modprobe rdma_cm: the module and its directory),
+    each call logged in tmp_path/calls."""
+    fake = FakeRdmaCm(host, monkeypatch, {d: dict((n, dict(p)) for n, p in ports.items())
+                                         for d, ports in CM_DEVICES.items()})
+    bindir = tmp_path / "bin"
+    calls = tmp_path / "calls"
+    (bindir / "mount").write_text(
+        "#!/bin/sh\necho \"mount $*\" >> %s\n[ -n \"$FAKE_MOUNT_FAILS\" ] && { echo 'mount: permission denied' >&2; "
+        "exit 32; }\necho 'configfs /sys/kernel/config configfs rw 0 0' >> %s/proc/mounts\n" % (calls, host))
+    (bindir / "modprobe").write_text(
+        "#!/bin/sh\necho \"modprobe $*\" >> %s\n[ -n \"$FAKE_MODPROBE_FAILS\" ] && { echo \"modprobe: FATAL: Module $1 "
+        "not found in directory /lib/modules/6.1.0-28-amd64\" >&2; exit 1; }\nmkdir -p %s/sys/module/rdma_cm\n"
+        "[ -n \"$FAKE_NO_CONFIGFS_OPTION\" ] || mkdir -p %s/sys/kernel/config/rdma_cm\n" % (calls, host, host))
+    for name in ("mount", "modprobe"):
+        (bindir / name).chmod(0o755)
+    fake.calls = calls
+    return fake
+
+
+def unload(fake, host, mounted=True):
+    """rdma_cm not loaded (and configfs not mounted unless ``mounted``), as a fresh boot without RDMA users."""
+    import shutil
+    shutil.rmtree(str(host / "sys/kernel/config/rdma_cm"))
+    shutil.rmtree(str(host / "sys/module/rdma_cm"))
+    fake.mounts(mounted)
+
+
+def test_rdma_cm_plan_reads_each_roce_port_and_leaves_no_group(host, rdma_cm, run_module):
+    planned = run_module(module, {"root": str(host), "dscp": 26}, check_mode=True)
+    assert planned["changed"] is False and planned["wanted"] is True
+    assert planned["rdma_cm"] == {"wanted": {"rdma_cm_mode": V2, "rdma_cm_tos": 104}, "ready": True, "steps": [],
+                                  "done": [], "problem": ""}
+    mlx, rxe = planned["ports"]
+    assert mlx["current"] == {"rdma_cm_mode": V1, "rdma_cm_tos": 0}
+    assert mlx["wanted"] == {"dscp": 26, "rdma_cm_mode": V2, "rdma_cm_tos": 104}
+    assert mlx["to_set"] == {"rdma_cm_mode": V2, "rdma_cm_tos": 104}
+    assert rxe["to_set"] == {"rdma_cm_tos": 104}                     # soft-RoCE already runs RoCE v2
+    assert planned["changes"] == [
+        "ens1f0np0 (mlx5_0 port 1): set RDMA-CM default RoCE mode RoCE v2, RDMA-CM default ToS 104 (DSCP 26)",
+        "eth0 (rxe0 port 1): set RDMA-CM default ToS 104 (DSCP 26)"]
+    assert planned["disruption"] == []                                # new connections only
+    # read in a group made for it and removed again; nothing written; the InfiniBand port not touched
+    assert rdma_cm.log == [("mkdir", "mlx5_0"), ("rmdir", "mlx5_0"), ("mkdir", "rxe0"), ("rmdir", "rxe0")]
+    assert os.listdir(rdma_cm.base) == []
+
+
+def test_rdma_cm_apply_sets_what_differs_then_nothing(host, rdma_cm, run_module):
+    applied = run_module(module, {"root": str(host), "dscp": 26, "state": "applied"})
+    assert applied["changed"] is True
+    assert [p["current"] for p in applied["ports"]] == [{"rdma_cm_mode": V2, "rdma_cm_tos": 104}] * 2
+    writes = [entry for entry in rdma_cm.log if entry[0] == "write"]
+    assert writes == [("write", "mlx5_0", 1, "default_roce_mode", V2), ("write", "mlx5_0", 1, "default_roce_tos", "104"),
+                      ("write", "rxe0", 1, "default_roce_tos", "104")]
+    assert rdma_cm.devices["mlx5_1"][1] == cm_port(V1, 0, modes=(V1,))
+    assert os.listdir(rdma_cm.base) == []
+    again = run_module(module, {"root": str(host), "dscp": 26, "state": "applied"})
+    assert again["changed"] is False and again["changes"] == []
+    assert [entry for entry in rdma_cm.log if entry[0] == "write"] == writes
+
+
+def test_rdma_cm_off_reads_nothing_of_it(host, rdma_cm, run_module):
+    result = run_module(module, {"root": str(host), "dscp": 26, "rdma_cm": False, "mtu": 1500}, check_mode=True)
+    assert result["rdma_cm"] == {} and rdma_cm.log == [] and result["changes"] == []
+    assert run_module(module, {"root": str(host), "dscp": 26, "rdma_cm": False})["wanted"] is False
+
+
+def test_rdma_cm_not_loaded_is_planned_then_loaded(host, rdma_cm, run_module):
+    unload(rdma_cm, host, mounted=False)
+    planned = run_module(module, {"root": str(host), "dscp": 26}, check_mode=True)
+    assert planned["rdma_cm"]["steps"] == ["mount configfs", "load rdma_cm"]
+    assert planned["changes"][0] == (
+        "RDMA-CM: mount configfs and load rdma_cm first (configfs is not mounted on /sys/kernel/config and the kernel "
+        "module rdma_cm is not loaded (no /sys/kernel/config/rdma_cm); the defaults are read after it)")
+    assert planned["ports"][0]["current"] == {} and planned["ports"][0]["to_set"] == {"rdma_cm_mode": V2,
+                                                                                      "rdma_cm_tos": 104}
+    assert not rdma_cm.calls.exists()                                 # check mode: no mount, no modprobe
+    applied = run_module(module, {"root": str(host), "dscp": 26, "state": "applied"})
+    assert applied["changed"] is True and applied["rdma_cm"]["done"] == ["mount configfs", "load rdma_cm"]
+    assert rdma_cm.calls.read_text().splitlines() == [
+        "mount -t configfs configfs %s/sys/kernel/config" % host, "modprobe rdma_cm"]
+    # read after the load: soft-RoCE already at RoCE v2, so only its ToS was written
+    assert applied["ports"][1]["to_set"] == {"rdma_cm_tos": 104}
+    assert rdma_cm.devices["rxe0"][1]["tos"] == 104 and rdma_cm.devices["mlx5_0"][1]["mode"] == V2
+    again = run_module(module, {"root": str(host), "dscp": 26, "state": "applied"})
+    assert again["changed"] is False and again["rdma_cm"]["steps"] == []
+
+
+def test_a_kernel_without_rdma_cm_configfs_fails_before_any_change(host, rdma_cm, run_module, monkeypatch):
+    import shutil
+    shutil.rmtree(str(host / "sys/kernel/config/rdma_cm"))           # loaded, mounted, no directory
+    planned = run_module(module, {"root": str(host), "dscp": 26, "mtu": 9000}, check_mode=True)
+    assert planned["rdma_cm"]["steps"] == [] and "CONFIG_INFINIBAND_ADDR_TRANS_CONFIGFS" in planned["rdma_cm"]["problem"]
+    assert any(line.startswith("ens1f0np0: rdma_cm_tos: rdma_cm is loaded and configfs is mounted, but "
+                               "/sys/kernel/config/rdma_cm is absent") for line in planned["not_exposed"])
+    result = run_module(module, {"root": str(host), "dscp": 26, "mtu": 9000, "state": "applied"})
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "gpudirect_roce_qos: the RDMA-CM defaults cannot be set: rdma_cm is loaded and configfs is mounted, but "
+        "/sys/kernel/config/rdma_cm is absent: this kernel was built without CONFIG_INFINIBAND_ADDR_TRANS_CONFIGFS. "
+        "Set rdma_cm: false (the role's gpudirect_roce_qos_rdma_cm) to leave the RDMA-CM defaults alone, or unset dscp "
+        "(gpudirect_roce_qos_dscp); nothing was changed.")
+    assert (host / "sys/class/net/ens1f0np0/mtu").read_text().strip() == "1500"
+
+
+def test_rdma_cm_that_will_not_load_fails_naming_the_step_and_the_knob(host, rdma_cm, run_module, monkeypatch):
+    unload(rdma_cm, host)
+    monkeypatch.setenv("FAKE_MODPROBE_FAILS", "1")
+    result = run_module(module, {"root": str(host), "dscp": 26, "mtu": 9000, "state": "applied"})
+    assert result["failed"] is True
+    assert result["msg"].startswith("gpudirect_roce_qos: load rdma_cm (modprobe rdma_cm) failed (rc 1): modprobe: "
+                                    "FATAL: Module rdma_cm not found")
+    assert "gpudirect_roce_qos_rdma_cm" in result["msg"] and result["msg"].endswith("Nothing else was changed.")
+    assert (host / "sys/class/net/ens1f0np0/mtu").read_text().strip() == "1500"
+    # loaded, but the kernel has no rdma_cm configfs: named once modprobe ran
+    monkeypatch.delenv("FAKE_MODPROBE_FAILS")
+    monkeypatch.setenv("FAKE_NO_CONFIGFS_OPTION", "1")
+    result = run_module(module, {"root": str(host), "dscp": 26, "state": "applied"})
+    assert "built without CONFIG_INFINIBAND_ADDR_TRANS_CONFIGFS" in result["msg"]
+    assert "gpudirect_roce_qos_rdma_cm" in result["msg"]
+
+
+def test_a_bad_dscp_fails_before_reading(host, rdma_cm, run_module):
+    result = run_module(module, {"root": str(host), "dscp": 64})
+    assert result["failed"] is True and rdma_cm.log == []
+    assert result["msg"].startswith("gpudirect_roce_qos: dscp must be a number 0-63")
+
+
+def test_rdma_cm_traffic_outside_the_pfc_priorities_is_warned(host, rdma_cm, run_module):
+    # mlnx_qos prints the dscp2prio map under DSCP trust only: before trust is dscp, where traffic lands is unknown
+    before = run_module(module, dict(root=str(host), trust="dscp", pfc_priorities=[3], dscp=26), check_mode=True)
+    assert before["ports"][0]["rdma_cm_class"] is None
+    run_module(module, dict(root=str(host), trust="dscp", pfc_priorities=[3], interfaces=["mlx5_0"], state="applied"))
+    lossless = run_module(module, dict(root=str(host), trust="dscp", pfc_priorities=[3], dscp=26), check_mode=True)
+    assert lossless["ports"][0]["rdma_cm_class"] == {"dscp": 26, "priority": 3, "pfc": True}
+    assert not [w for w in lossless.get("warnings", []) if "lossless" in str(w)]
+    lossy = run_module(module, dict(root=str(host), trust="dscp", pfc_priorities=[3], dscp=0), check_mode=True)
+    assert lossy["ports"][0]["rdma_cm_class"] == {"dscp": 0, "priority": 0, "pfc": False}
+    said = ("ens1f0np0 (mlx5_0 port 1): RDMA-CM traffic at ToS 0 (DSCP 0) maps to priority 0 (mlnx_qos dscp2prio), "
+            "which has no PFC: it is not in the lossless class; make gpudirect_roce_qos_dscp a DSCP of a PFC priority")
+    assert [w for w in lossy["warnings"] if said in str(w)]           # module.warn (a structured warning in 2.19+)
+    # soft-RoCE's parent has no DCB: no map read, no class
+    assert lossy["ports"][1]["rdma_cm_class"] is None
+
+
+def test_a_named_port_whose_rdma_cm_defaults_cannot_be_read_fails(host, rdma_cm, run_module):
+    del rdma_cm.devices["rxe0"]                                        # rdma_cm does not know it: mkdir ENODEV
+    result = run_module(module, {"root": str(host), "dscp": 26, "interfaces": ["rxe0"], "state": "applied"})
+    assert result["failed"] is True
+    assert ("eth0: rdma_cm_mode: mkdir /sys/kernel/config/rdma_cm/rxe0 failed: no RDMA device of that name known to "
+            "rdma_cm") in result["msg"]

@@ -1,13 +1,17 @@
 """roles/gpudirect_roce_qos on localhost: with nothing wanted the plan reads nothing and the role
-says so; the boot configuration it writes lists, per port, the values the port exposes; the boot
-script (files/gpudirect-roce-qos) sets them again on a fake /sys with the stand-in mlnx_qos, after
-which the module's plan finds nothing to change (what a reboot does, without the reboot).
+says so; a bad RDMA-CM knob fails validate.yml naming it, before anything is read; the boot
+configuration it writes lists, per port, the values the port exposes (the RDMA-CM defaults with the
+port's RDMA device); the boot script (files/gpudirect-roce-qos) sets them again on a fake /sys with
+the stand-in mlnx_qos and a stand-in configfs, after which the module's plan finds nothing to change
+(what a reboot does, without the reboot).
 """
 
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from conftest import ROOT, play_on_localhost, role_tasks_play
 from hang_guard import HANG_GUARD_S
@@ -24,7 +28,7 @@ def test_nothing_wanted_reads_nothing_and_says_so(tmp_path):
     assert "Read the RoCE ports' QoS" in done.stdout and "skipping: [localhost]" in done.stdout
     plan = json.loads(done.stdout.split('"PLAN=', 1)[1].split('"\n', 1)[0].replace('\\"', '"'))
     assert plan == {"wanted": False, "changes": [], "disruption": [], "not_exposed": [], "ports": [],
-                    "ports_skipped": [], "tool_missing": "",
+                    "ports_skipped": [], "tool_missing": "", "rdma_cm": {},
                     "skip_reason": "no RoCE QoS value is wanted: no port read, nothing changed"}
 
 
@@ -92,3 +96,135 @@ def test_boot_script_sets_the_values_again(tmp_path):
                           capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 1
     assert done.stderr == "gpudirect-roce-qos: ens9: no such netdev after 0 s; left alone\n"
+
+
+# ------------------------------------------------------------------ RDMA-CM defaults (issue #44, outcome 4)
+
+# A value of the wrong type is refused by the role's argument spec (meta/argument_specs.yml), one out of range
+# (or a boolean, which the spec's int takes) by tasks/validate.yml; either names the knob, before the module runs.
+SPEC = "Validation of arguments failed:\nargument '%s' is of type str and we were unable to convert to %s"
+VALIDATE = "gpudirect_roce_qos_dscp must be unset or a DSCP 0-63"
+
+
+@pytest.mark.parametrize("knobs, said", [
+    ({"gpudirect_roce_qos_dscp": 64}, [VALIDATE, "got 64;"]),
+    ({"gpudirect_roce_qos_dscp": -1}, [VALIDATE, "got -1;"]),
+    ({"gpudirect_roce_qos_dscp": True}, [VALIDATE, "got true;"]),
+    ({"gpudirect_roce_qos_dscp": "26; reboot"}, [SPEC % ("gpudirect_roce_qos_dscp", "int")]),
+    ({"gpudirect_roce_qos_dscp": 26, "gpudirect_roce_qos_rdma_cm": "sometimes"},
+     [SPEC % ("gpudirect_roce_qos_rdma_cm", "bool")]),
+])
+def test_a_bad_rdma_cm_knob_fails_before_anything_is_read(tmp_path, knobs, said):
+    done = play_on_localhost(tmp_path, role_tasks_play("gpudirect_roce_qos", "plan"), knobs, check=True)
+    assert done.returncode != 0, done.stdout
+    for text in said:
+        assert text in done.stdout.replace("\\n", "\n"), done.stdout
+    assert "Read the RoCE ports' QoS" not in done.stdout
+
+
+def test_dscp_alone_with_rdma_cm_off_wants_nothing(tmp_path):
+    then = ("    - name: Show the plan\n      ansible.builtin.debug:\n"
+            "        msg: \"WANTED={{ gpudirect_roce_qos_plan.wanted }}\"\n")
+    done = play_on_localhost(tmp_path, role_tasks_play("gpudirect_roce_qos", "plan", then),
+                             {"gpudirect_roce_qos_dscp": "26", "gpudirect_roce_qos_rdma_cm": "false"}, check=True)
+    assert done.returncode == 0, done.stdout
+    assert '"WANTED=False"' in done.stdout
+
+
+CM_PLAN = {"ports": [{"netdev": "ens1f0np0", "device": "mlx5_0", "port": 1, "not_exposed": {}},
+                     {"netdev": "eth0", "device": "rxe0", "port": 1,
+                      "not_exposed": {"trust": "x", "pfc": "x", "ecn_np": "x", "ecn_rp": "x", "cnp_dscp": "x",
+                                      "cnp_802p_prio": "x"}},
+                     {"netdev": "eth1", "device": "rxe1", "port": 1,
+                      "not_exposed": {"rdma_cm_mode": "x", "rdma_cm_tos": "x", "mtu": "x"}}]}
+
+
+def test_boot_configuration_has_the_rdma_cm_defaults_of_each_port(tmp_path):
+    knobs = {"gpudirect_roce_qos_mtu": 9000, "gpudirect_roce_qos_dscp": 26}
+    assert render_conf(tmp_path, CM_PLAN, knobs) == [
+        "ens1f0np0 mtu=9000 rdma_cm_mode=mlx5_0:1:v2 rdma_cm_tos=mlx5_0:1:104",
+        "eth0 mtu=9000 rdma_cm_mode=rxe0:1:v2 rdma_cm_tos=rxe0:1:104",
+    ]
+    off = render_conf(tmp_path, CM_PLAN, dict(knobs, gpudirect_roce_qos_rdma_cm=False))
+    assert off == ["ens1f0np0 mtu=9000", "eth0 mtu=9000"]
+    # from -e, a string: the same line
+    assert render_conf(tmp_path, CM_PLAN, {"gpudirect_roce_qos_dscp": "46"})[0] == \
+        "ens1f0np0 rdma_cm_mode=mlx5_0:1:v2 rdma_cm_tos=mlx5_0:1:184"
+
+
+def _configfs_tools(tmp_path, sysroot):
+    """PATH tools for the boot script on a fake tree: mountpoint/mount (configfs mounted once `mount` ran),
+    modprobe rdma_cm (its configfs folder appears), and mkdir/rmdir that answer in rdma_cm's configfs as the
+    kernel does (the group filled from the kernel's state under tmp_path/kernel; removed, written back), every
+    other path to the real tools. Each call is logged in tmp_path/calls."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    cfg = sysroot / "sys" / "kernel" / "config"
+    state = tmp_path / "kernel"
+    log = tmp_path / "calls"
+    tools = {
+        "mountpoint": "[ -e %s/mounted ]" % tmp_path,
+        "mount": "echo \"mount $*\" >> %s; touch %s/mounted" % (log, tmp_path),
+        "modprobe": "echo \"modprobe $*\" >> %s; /bin/mkdir -p %s/rdma_cm" % (log, cfg),
+        "mkdir": ("case \"$1\" in %s/rdma_cm/*) ;; *) exec /bin/mkdir \"$@\" ;; esac\n"
+                  "dev=$(basename \"$1\"); [ -d %s/$dev ] || { echo \"mkdir: $1: No such device\" >&2; exit 1; }\n"
+                  "echo \"mkdir $dev\" >> %s; /bin/mkdir \"$1\" && cp -r %s/$dev \"$1/ports\"" % (cfg, state, log, state)),
+        "rmdir": ("case \"$1\" in %s/rdma_cm/*) ;; *) exec /bin/rmdir \"$@\" ;; esac\n"
+                  "dev=$(basename \"$1\"); echo \"rmdir $dev\" >> %s; rm -rf %s/$dev; cp -r \"$1/ports\" %s/$dev; "
+                  "rm -rf \"$1\"" % (cfg, log, state, state)),
+    }
+    for name, body in tools.items():
+        (bindir / name).write_text("#!/bin/sh\n%s\n" % body)
+        (bindir / name).chmod(0o755)
+    for dev in ("mlx5_0", "rxe0"):
+        (state / dev / "1").mkdir(parents=True)
+        (state / dev / "1" / "default_roce_mode").write_text("IB/RoCE v1\n" if dev == "mlx5_0" else "RoCE v2\n")
+        (state / dev / "1" / "default_roce_tos").write_text("0\n")
+        (sysroot / "sys" / "class" / "infiniband" / dev).mkdir(parents=True)
+    for netdev in ("ens1f0np0", "eth0"):
+        (sysroot / "sys" / "class" / "net" / netdev).mkdir(parents=True)
+    cfg.mkdir(parents=True)
+    return dict(os.environ, PATH="%s:/usr/bin:/bin" % bindir, GPUDIRECT_ROCE_QOS_SYSFS=str(sysroot / "sys"),
+                GPUDIRECT_ROCE_QOS_WAIT="0"), state, log
+
+
+def test_boot_script_mounts_loads_and_sets_the_rdma_cm_defaults(tmp_path):
+    sysroot = tmp_path / "root"
+    env, state, log = _configfs_tools(tmp_path, sysroot)
+    conf = tmp_path / "roce-qos.conf"
+    conf.write_text("ens1f0np0 rdma_cm_mode=mlx5_0:1:v2 rdma_cm_tos=mlx5_0:1:104\n"
+                    "eth0 rdma_cm_mode=rxe0:1:v2 rdma_cm_tos=rxe0:1:104\n")
+    done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "gpudirect-roce-qos: ens1f0np0: rdma_cm_mode=mlx5_0:1:v2 set", "gpudirect-roce-qos: ens1f0np0: "
+        "rdma_cm_tos=mlx5_0:1:104 set", "gpudirect-roce-qos: eth0: rdma_cm_mode=rxe0:1:v2 set",
+        "gpudirect-roce-qos: eth0: rdma_cm_tos=rxe0:1:104 set"]
+    for dev in ("mlx5_0", "rxe0"):
+        assert (state / dev / "1" / "default_roce_mode").read_text() == "RoCE v2\n"
+        assert (state / dev / "1" / "default_roce_tos").read_text() == "104\n"
+    calls = log.read_text().splitlines()
+    # configfs mounted and rdma_cm loaded once, first; every group made for its write and removed again
+    assert calls[:2] == ["mount -t configfs configfs %s/sys/kernel/config" % sysroot, "modprobe rdma_cm"]
+    assert calls[2:] == ["mkdir mlx5_0", "rmdir mlx5_0"] * 2 + ["mkdir rxe0", "rmdir rxe0"] * 2
+    assert os.listdir(str(sysroot / "sys/kernel/config/rdma_cm")) == []
+
+
+def test_boot_script_leaves_a_group_it_did_not_make_and_names_a_missing_device(tmp_path):
+    sysroot = tmp_path / "root"
+    env, state, log = _configfs_tools(tmp_path, sysroot)
+    # configfs mounted, rdma_cm loaded, and an admin's group for mlx5_0 (made with the kernel's mkdir)
+    (tmp_path / "mounted").touch()
+    (sysroot / "sys/kernel/config/rdma_cm").mkdir()
+    subprocess.run(["mkdir", str(sysroot / "sys/kernel/config/rdma_cm/mlx5_0")], env=env, check=True)
+    conf = tmp_path / "roce-qos.conf"
+    conf.write_text("ens1f0np0 rdma_cm_tos=mlx5_0:1:104\neth0 rdma_cm_tos=mlx5_9:1:104\n")
+    done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "gpudirect-roce-qos: ens1f0np0: rdma_cm_tos=mlx5_0:1:104 set" in done.stdout.splitlines()
+    assert (sysroot / "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos").read_text() == "104\n"
+    assert "gpudirect-roce-qos: mlx5_9: no such RDMA device after 0 s" in done.stderr
+    assert "gpudirect-roce-qos: eth0: setting rdma_cm_tos=mlx5_9:1:104 failed" in done.stderr
+    assert [c for c in log.read_text().splitlines() if c.startswith(("mount", "modprobe", "rmdir"))] == []

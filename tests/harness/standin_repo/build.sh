@@ -17,7 +17,7 @@
 #     packages.txt                   package list with versions, per repo
 #   ${...}/standin-repo/current -> <hash>   (symlink, replaced atomically)
 #
-# The hash covers this script, src/ and the H200 fixtures: the repository is
+# The hash covers this script, src/, the H200 fixtures and the GDRCopy outputs: the repository is
 # rebuilt exactly when one of them changes. The build runs in a temp dir that
 # is renamed into place; a lock serialises concurrent runs. Two throwaway
 # signing keys (one per vendor, as in reality) are generated per build in a
@@ -56,8 +56,9 @@ NVIDIA_570_VERSION=570.133.20
 CUDA_VERSION_FOR_DRIVER=13.0
 # GDRCopy release in the CUDA repository stand-in (a real release: NVIDIA publishes
 # gdrdrv-dkms_2.5.1-1, libgdrapi_2.5.1-1, gdrcopy-tests_2.5.1-1, gdrcopy_2.5.1-1 under
-# developer.download.nvidia.com/compute/redist/gdrcopy/). The tests package prints the
-# real outputs kept in tests/fixtures/gdrcopy/.
+# developer.download.nvidia.com/compute/redist/gdrcopy/). The tests package prints what
+# the real tools print on a node with no GPU, kept in tests/fixtures/gdrcopy/ (no test
+# node has one; no published passing output or bandwidth is shipped).
 GDRCOPY_VERSION=2.5.1
 GDRCOPY_FIXTURES="$repo_root/tests/fixtures/gdrcopy"
 # mstflint as the OFED repositories ship it (mstconfig, for roles/gpudirect_nic_config): upstream 4.16.1, the
@@ -100,7 +101,8 @@ recipe_hash=$(
     cat "$here/build.sh"
     (cd "$here" && find src -type f -print0 | sort -z | xargs -0 sha256sum)
     (cd "$FIXTURES" && sha256sum nvidia-smi-q.txt nvidia-smi-topo.txt nvidia-smi-query.csv)
-    (cd "$GDRCOPY_FIXTURES" && sha256sum sanity-pass-v100.txt copybw-v100.txt)
+    (cd "$GDRCOPY_FIXTURES" && sha256sum sanity-no-gpu-v2.5.1.stdout sanity-no-gpu-v2.5.1.stderr \
+                                 copybw-no-gpu-v2.5.1.stderr)
   } | sha256sum | cut -c1-16
 )
 cache_root=${GPUDIRECT_CACHE:-$HOME/.cache/gpudirect-rdma}/standin-repo
@@ -590,10 +592,11 @@ for t in gdrcopy_sanity gdrcopy_copybw; do
   sed "s/@VERSION@/$GDRCOPY_VERSION/g" "$here/src/gdrcopy/tests/$t" > "$r/usr/bin/$t"
   chmod 755 "$r/usr/bin/$t"
 done
-cp "$GDRCOPY_FIXTURES/sanity-pass-v100.txt" "$r/usr/share/gdrcopy-tests-standin/sanity-pass.txt"
-cp "$GDRCOPY_FIXTURES/copybw-v100.txt" "$r/usr/share/gdrcopy-tests-standin/copybw.txt"
+cp "$GDRCOPY_FIXTURES/sanity-no-gpu-v2.5.1.stdout" "$r/usr/share/gdrcopy-tests-standin/sanity-no-gpu.stdout"
+cp "$GDRCOPY_FIXTURES/sanity-no-gpu-v2.5.1.stderr" "$r/usr/share/gdrcopy-tests-standin/sanity-no-gpu.stderr"
+cp "$GDRCOPY_FIXTURES/copybw-no-gpu-v2.5.1.stderr" "$r/usr/share/gdrcopy-tests-standin/copybw-no-gpu.stderr"
 finish_pkg "$r" "$cuda" "Depends: libgdrapi (>= $gv)" \
-  "gdrcopy_sanity and gdrcopy_copybw $GDRCOPY_VERSION printing NVIDIA's published outputs"
+  "gdrcopy_sanity and gdrcopy_copybw $GDRCOPY_VERSION failing as the real ones do without a GPU"
 r=$(new_pkg gdrcopy "$gv" amd64)
 finish_pkg "$r" "$cuda" "Depends: gdrdrv-dkms (= $gv), libgdrapi (= $gv), gdrcopy-tests (= $gv)" \
   "GDRCopy $GDRCOPY_VERSION metapackage"

@@ -137,7 +137,7 @@ in_ch apt-get install -y -q -o Dpkg::Use-Pty=0 gdrdrv-dkms libgdrapi gdrcopy-tes
 in_ch dkms status gdrdrv
 echo "gdrdrv.ko: depends='$(in_ch modinfo -k "$KVER" -F depends gdrdrv)' nvidia_src='$(in_ch modinfo -k "$KVER" -F nvidia_src gdrdrv)'"
 echo "gdrdrv imports: $(in_ch sh -c "modprobe --dump-modversions \$(modinfo -k $KVER -F filename gdrdrv) | grep nvidia_p2p")"
-echo "gdrcopy_sanity without gdrdrv loaded (the chroot loads nothing):"; in_ch gdrcopy_sanity | head -n 3 || true
+echo "gdrcopy_sanity in the chroot (no GPU: the real tool's CUDA_ERROR_NO_DEVICE failure):"; in_ch gdrcopy_sanity 2>&1 | head -n 3 || true
 in_ch apt-get -y -q purge gdrcopy-tests libgdrapi gdrdrv-dkms >/dev/null 2>&1 || true
 
 say "nvidia-smi without the module loaded (real message, exit 9)"
