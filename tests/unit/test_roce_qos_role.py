@@ -338,3 +338,36 @@ def test_a_knob_set_to_0_or_empty_is_passed_not_omitted(tmp_path, knobs, wanted)
     _done, plan = _role_run(tmp_path, root, "plan", knobs, env, check=True)
     assert plan["wanted"] is True and plan["ports"][0]["wanted"] == wanted
 
+
+def test_boot_script_waits_for_rdma_cm_to_know_a_device_that_just_appeared(tmp_path):
+    """The device's sysfs folder is there a moment before rdma_cm knows it (ib_register_device adds its clients
+    last): the group's mkdir says ENODEV, then works. soft-RoCE's rxe0 is made by a unit that runs alongside this
+    one."""
+    sysroot = tmp_path / "root"
+    env, state, log = _configfs_tools(tmp_path, sysroot)
+    (tmp_path / "mounted").touch()
+    (sysroot / "sys/kernel/config/rdma_cm").mkdir()
+    bindir = tmp_path / "bin"
+    os.rename(str(bindir / "mkdir"), str(bindir / "mkdir.kernel"))
+    (bindir / "mkdir").write_text(
+        "#!/bin/sh\ncase \"$1\" in */rdma_cm/*) if [ ! -e %s/known ]; then touch %s/known; "
+        "echo \"mkdir: cannot create directory '$1': No such device\" >&2; exit 1; fi ;; esac\nexec %s \"$@\"\n"
+        % (tmp_path, tmp_path, bindir / "mkdir.kernel"))
+    (bindir / "mkdir").chmod(0o755)
+    conf = tmp_path / "roce-qos.conf"
+    conf.write_text("eth0 rdma_cm_tos=rxe0:1:104\n")
+    done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)],
+                          env=dict(env, GPUDIRECT_ROCE_QOS_WAIT="3"), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == "gpudirect-roce-qos: eth0: rdma_cm_tos=rxe0:1:104 set\n"
+    assert (state / "rxe0" / "1" / "default_roce_tos").read_text() == "104\n"
+    assert log.read_text().splitlines() == ["mkdir rxe0", "rmdir rxe0"]
+    # rdma_cm never learns of it: the kernel's words, after the retries, and the value is reported not set
+    os.remove(str(tmp_path / "known"))
+    (bindir / "mkdir").write_text("#!/bin/sh\ncase \"$1\" in */rdma_cm/*) echo \"mkdir: cannot create directory "
+                                  "'$1': No such device\" >&2; exit 1 ;; esac\nexec /bin/mkdir \"$@\"\n")
+    done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)],
+                          env=dict(env, GPUDIRECT_ROCE_QOS_WAIT="1"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr == ("mkdir: cannot create directory '%s/sys/kernel/config/rdma_cm/rxe0': No such device\n"
+                           "gpudirect-roce-qos: eth0: setting rdma_cm_tos=rxe0:1:104 failed\n" % sysroot)
