@@ -228,3 +228,147 @@ def test_boot_script_leaves_a_group_it_did_not_make_and_names_a_missing_device(t
     assert "gpudirect-roce-qos: mlx5_9: no such RDMA device after 0 s" in done.stderr
     assert "gpudirect-roce-qos: eth0: setting rdma_cm_tos=mlx5_9:1:104 failed" in done.stderr
     assert [c for c in log.read_text().splitlines() if c.startswith(("mount", "modprobe", "rmdir"))] == []
+
+
+# ------------------------------------------------------------------ the role's own tasks with only gpudirect_roce_qos_dscp
+# The rdma VM scenario's node sets gpudirect_roce_qos_dscp: 26 and no other gpudirect_roce_qos_* value. The role's
+# tasks once passed every knob as "{{ gpudirect_roce_qos_<knob> }}": an unset trust reached the module as None, which
+# ansible-core 2.19 checks against trust's choices (pcp, dscp) and fails the plan ("value of trust must be one of: pcp,
+# dscp, got: None"). Here the role's plan and apply run through ansible-playbook, the module pointed at a fake host by
+# module_defaults: mlx5_0 port 1 (RoCE, ens1f0np0) whose rdma_cm configfs group is already there (an admin's: read
+# and written as it is, never made or removed, so a plain directory serves), MLNX_OFED's start values IB/RoCE v1 and
+# ToS 0. mlnx_qos is a stand-in that logs every call: trust and PFC are not wanted, so it must never run.
+
+ROLE_PLAY = """---
+- name: gpudirect_roce_qos's %(tasks)s tasks on a fake host
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  module_defaults:
+    gpudirect_roce_qos:
+      root: %(root)s
+  tasks:
+    - name: The role's %(tasks)s tasks
+      ansible.builtin.include_role:
+        name: gpudirect_roce_qos
+        tasks_from: %(tasks)s
+    - name: Keep the plan
+      ansible.builtin.copy:
+        content: "{{ gpudirect_roce_qos_plan | to_json }}"
+        dest: %(out)s
+        mode: "0644"
+      check_mode: false
+"""
+
+
+def _dscp_only_host(tmp_path):
+    root = tmp_path / "root"
+    ib = root / "sys/class/infiniband/mlx5_0/ports/1"
+    (ib / "gid_attrs/ndevs").mkdir(parents=True)
+    (ib / "link_layer").write_text("Ethernet\n")
+    (ib / "gid_attrs/ndevs/0").write_text("ens1f0np0\n")
+    (root / "sys/class/net/ens1f0np0").mkdir(parents=True)
+    (root / "sys/class/net/ens1f0np0/mtu").write_text("1500\n")
+    (root / "sys/module/rdma_cm").mkdir(parents=True)
+    (root / "proc").mkdir()
+    (root / "proc/mounts").write_text("configfs /sys/kernel/config configfs rw,nosuid,nodev,noexec,relatime 0 0\n")
+    group = root / "sys/kernel/config/rdma_cm/mlx5_0/ports/1"
+    group.mkdir(parents=True)
+    (group / "default_roce_mode").write_text("IB/RoCE v1\n")
+    (group / "default_roce_tos").write_text("0\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "mlnx_qos").write_text("#!/bin/sh\necho \"mlnx_qos $*\" >> %s\nexit 1\n" % (tmp_path / "mlnx_qos.calls"))
+    (bindir / "mlnx_qos").chmod(0o755)
+    return root, group, {"PATH": "%s:%s" % (bindir, os.environ["PATH"])}
+
+
+def _role_run(tmp_path, root, tasks, extra, env, check=False):
+    out = tmp_path / ("plan-%s.json" % tasks)
+    done = play_on_localhost(tmp_path, ROLE_PLAY % {"tasks": tasks, "root": root, "out": out}, extra, check=check,
+                             env_extra=env)
+    assert done.returncode == 0, done.stdout[-4000:]
+    return done, json.loads(out.read_text())
+
+
+def test_dscp_alone_makes_the_plan_without_trust_or_any_other_knob(tmp_path):
+    root, group, env = _dscp_only_host(tmp_path)
+    done, plan = _role_run(tmp_path, root, "plan", {"gpudirect_roce_qos_dscp": 26}, env, check=True)
+    assert "value of trust must be one of" not in done.stdout
+    assert plan["wanted"] is True and plan["skip_reason"] == "" and plan["tool_missing"] == ""
+    assert plan["rdma_cm"] == {"wanted": {"rdma_cm_mode": "RoCE v2", "rdma_cm_tos": 104}, "ready": True, "steps": [],
+                               "done": [], "problem": ""}
+    [port] = plan["ports"]
+    assert (port["device"], port["port"], port["netdev"]) == ("mlx5_0", 1, "ens1f0np0")
+    # only what gpudirect_roce_qos_dscp asks for is wanted and read: no trust, PFC, ECN, CNP or MTU
+    assert port["wanted"] == {"dscp": 26, "rdma_cm_mode": "RoCE v2", "rdma_cm_tos": 104}
+    assert port["current"] == {"rdma_cm_mode": "IB/RoCE v1", "rdma_cm_tos": 0}
+    assert port["to_set"] == {"rdma_cm_mode": "RoCE v2", "rdma_cm_tos": 104} and port["not_exposed"] == {}
+    assert plan["changes"] == ["ens1f0np0 (mlx5_0 port 1): set RDMA-CM default RoCE mode RoCE v2, RDMA-CM default ToS "
+                               "104 (DSCP 26)"]
+    assert plan["disruption"] == [] and plan["not_exposed"] == []
+    assert not (tmp_path / "mlnx_qos.calls").exists()                  # trust neither read nor set
+    assert (group / "default_roce_mode").read_text() == "IB/RoCE v1\n"  # the plan wrote nothing
+
+
+def test_dscp_alone_applies_through_the_role_and_the_boot_line_has_only_the_rdma_cm_defaults(tmp_path):
+    root, group, env = _dscp_only_host(tmp_path)
+    # the role's main tasks: plan, apply, the boot files (gpudirect_roce_qos_persist false: only removals, of paths
+    # under tmp_path, so nothing of this machine's systemd is touched), the plan again
+    paths = dict(("__gpudirect_roce_qos_%s_path" % name, str(tmp_path / name)) for name in ("conf", "script", "unit"))
+    done, plan = _role_run(tmp_path, root, "main", dict(paths, gpudirect_roce_qos_dscp=26,
+                                                        gpudirect_roce_qos_persist=False), env)
+    assert "gpudirect_roce_qos : Set the RoCE QoS values that differ" in done.stdout
+    assert (group / "default_roce_mode").read_text() == "RoCE v2\n"
+    assert (group / "default_roce_tos").read_text() == "104\n"
+    assert plan["changes"] == [] and plan["ports"][0]["current"] == {"rdma_cm_mode": "RoCE v2", "rdma_cm_tos": 104}
+    assert not (tmp_path / "mlnx_qos.calls").exists()
+    # the boot configuration the persist step writes from this plan: the RDMA-CM defaults, nothing unset
+    assert render_conf(tmp_path, plan, {"gpudirect_roce_qos_dscp": 26}) == [
+        "ens1f0np0 rdma_cm_mode=mlx5_0:1:v2 rdma_cm_tos=mlx5_0:1:104"]
+
+
+@pytest.mark.parametrize("knobs, wanted", [
+    # 0 is a value, not "unset": PFC off everywhere, DSCP 0 (ToS 0), CNP DSCP and 802.1p priority 0
+    ({"gpudirect_roce_qos_dscp": 0, "gpudirect_roce_qos_cnp_dscp": 0, "gpudirect_roce_qos_ecn_priorities": []},
+     {"dscp": 0, "cnp_dscp": 0, "ecn_priorities": [], "rdma_cm_mode": "RoCE v2", "rdma_cm_tos": 0}),
+    ({"gpudirect_roce_qos_cnp_802p_prio": 0}, {"cnp_802p_prio": 0}),
+])
+def test_a_knob_set_to_0_or_empty_is_passed_not_omitted(tmp_path, knobs, wanted):
+    root, _group, env = _dscp_only_host(tmp_path)
+    _done, plan = _role_run(tmp_path, root, "plan", knobs, env, check=True)
+    assert plan["wanted"] is True and plan["ports"][0]["wanted"] == wanted
+
+
+def test_boot_script_waits_for_rdma_cm_to_know_a_device_that_just_appeared(tmp_path):
+    """The device's sysfs folder is there a moment before rdma_cm knows it (ib_register_device adds its clients
+    last): the group's mkdir says ENODEV, then works. soft-RoCE's rxe0 is made by a unit that runs alongside this
+    one."""
+    sysroot = tmp_path / "root"
+    env, state, log = _configfs_tools(tmp_path, sysroot)
+    (tmp_path / "mounted").touch()
+    (sysroot / "sys/kernel/config/rdma_cm").mkdir()
+    bindir = tmp_path / "bin"
+    os.rename(str(bindir / "mkdir"), str(bindir / "mkdir.kernel"))
+    (bindir / "mkdir").write_text(
+        "#!/bin/sh\ncase \"$1\" in */rdma_cm/*) if [ ! -e %s/known ]; then touch %s/known; "
+        "echo \"mkdir: cannot create directory '$1': No such device\" >&2; exit 1; fi ;; esac\nexec %s \"$@\"\n"
+        % (tmp_path, tmp_path, bindir / "mkdir.kernel"))
+    (bindir / "mkdir").chmod(0o755)
+    conf = tmp_path / "roce-qos.conf"
+    conf.write_text("eth0 rdma_cm_tos=rxe0:1:104\n")
+    done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)],
+                          env=dict(env, GPUDIRECT_ROCE_QOS_WAIT="3"), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == "gpudirect-roce-qos: eth0: rdma_cm_tos=rxe0:1:104 set\n"
+    assert (state / "rxe0" / "1" / "default_roce_tos").read_text() == "104\n"
+    assert log.read_text().splitlines() == ["mkdir rxe0", "rmdir rxe0"]
+    # rdma_cm never learns of it: the kernel's words, after the retries, and the value is reported not set
+    os.remove(str(tmp_path / "known"))
+    (bindir / "mkdir").write_text("#!/bin/sh\ncase \"$1\" in */rdma_cm/*) echo \"mkdir: cannot create directory "
+                                  "'$1': No such device\" >&2; exit 1 ;; esac\nexec /bin/mkdir \"$@\"\n")
+    done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)],
+                          env=dict(env, GPUDIRECT_ROCE_QOS_WAIT="1"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr == ("mkdir: cannot create directory '%s/sys/kernel/config/rdma_cm/rxe0': No such device\n"
+                           "gpudirect-roce-qos: eth0: setting rdma_cm_tos=rxe0:1:104 failed\n" % sysroot)
