@@ -28,9 +28,15 @@ description:
     again and fails, naming the card, the parameter and the value, unless Next Boot holds every value set.
   - With O(firmware) (pinned images by PSID) it also reads each card's firmware with C(flint -d <pci> query) (MFT) or
     C(mstflint -d <pci> query) and reports per card C(firmware) (PSID, running, pending, pinned version, state). With
-    O(firmware_policy=update) and O(state=applied) it burns the pinned image, after checking its sha256, on each card
-    whose flash does not hold the pinned version (C(<tool> -d <pci> -i <image> -y burn)), queries again and fails unless
-    C(FW Version) is the pinned one. The new firmware runs after the next firmware reset or reboot.
+    O(firmware_policy=update) and O(state=applied) it burns the pinned image on each card whose flash does not hold
+    the pinned version, queries again and fails unless C(FW Version) is the pinned one. The new firmware runs after
+    the next firmware reset or reboot.
+  - Before any card is burned or set, every image to burn is checked - the sha256 of the file as pinned (the C(.zip)
+    NVIDIA ships, or a C(.bin)), the one C(.bin) of a C(.zip) extracted into the module's temporary folder (a zip
+    with no or several C(.bin) members is refused, naming them), C(<tool> -i <bin> verify), and C(<tool> -i <bin>
+    query), whose version must be the pinned one and whose PSID the card's, unless O(firmware_allow_psid_change)
+    (then C(-allow_psid_change) is passed to the burn). C(firmware_burned) reports the sha256 of each C(.bin)
+    burned and of the file it came from.
 version_added: "1.0.0"
 author:
   - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
@@ -75,8 +81,12 @@ options:
     default: planned
   firmware:
     description:
-      - Pinned firmware images, one per PSID, C({psid, version, image, sha256}); C(image) an absolute path on the node
-        (O(state=applied) needs a path, the role downloads a URL first) or, for planning, an http(s) URL.
+      - Pinned firmware images, one per PSID, C({psid, version, image, sha256}) and optionally C(image_psid); C(image)
+        an absolute path on the node (O(state=applied) needs a path, the role downloads a URL first) or, for planning,
+        an http(s) URL. C(image) may be a C(.zip) holding one C(.bin), as NVIDIA ships firmware.
+      - C(sha256) is the sum of the file C(image) names, as downloaded (the C(.zip) when it is one).
+      - C(image_psid), the PSID the image carries where it is not C(psid) (an OEM card given NVIDIA's image); cards
+        already carrying C(image_psid) are held to the same pin.
       - Empty, no firmware version is read.
     type: list
     elements: dict
@@ -84,9 +94,17 @@ options:
   firmware_cache:
     description:
       - With O(state=applied), the folder where an http(s) image of O(firmware) was downloaded, as
-        C(<psid>-<version>.bin) (the role downloads it there with its sha256); the module burns that file, after
-        checking its sha256 again. Unset, only path images can be burned.
+        C(<psid>-<version>.zip) for a URL ending in C(.zip), else C(<psid>-<version>.bin) (the role downloads it there
+        with its sha256); the module burns that file, after checking its sha256 again. Unset, only path images can be
+        burned.
     type: path
+  firmware_allow_psid_change:
+    description:
+      - Burn an image whose PSID is not the card's, with C(flint -allow_psid_change), changing the card's PSID (an
+        OEM card such as a Dell C(DEL...) given NVIDIA's C(MT_...) image). False, such a burn is refused, naming both
+        PSIDs, before any card is burned or set.
+    type: bool
+    default: false
   firmware_policy:
     description:
       - C(report) reads and reports the cards whose firmware differs from their PSID's pinned version, or whose PSID has
@@ -131,6 +149,17 @@ EXAMPLES = r"""
   gpudirect_nic_config:
     firmware: "{{ pinned_images }}"
     firmware_policy: update
+    state: applied
+  become: true
+
+- name: Burn NVIDIA's image, as shipped (a .zip), on a Dell card, changing its PSID
+  gpudirect_nic_config:
+    firmware:
+      - {psid: DEL0000000027, image_psid: MT_0000000834, version: 28.43.1014,
+         image: /srv/fw/fw-ConnectX7-rel-28_43_1014-MCX755106AS-HEA_Ax-UEFI-14.37.14-FlexBoot-3.7.500.signed.bin.zip,
+         sha256: 3c5e0d9f1b2a4c6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a6}
+    firmware_policy: update
+    firmware_allow_psid_change: true
     state: applied
   become: true
 
@@ -227,10 +256,25 @@ devices:
     firmware:
       description:
         - With O(firmware) not empty - C(psid), C(running), C(pending) (the flash's version while it differs from the
-          running one), C(pinned), C(image), C(sha256), C(state) (C(in_place), C(to_update), C(pending_reset),
-          C(no_image), C(not_read)), C(burn) (policy update would burn / burned) and C(burned).
+          running one), C(pinned), C(image), C(sha256), C(pin_psid) (the pin's C(psid)), C(image_psid) (the PSID its
+          image carries), C(psid_change) (the burn changes the card's PSID), C(state) (C(in_place), C(to_update),
+          C(pending_reset), C(no_image), C(not_read)), C(burn) (policy update would burn / burned) and C(burned); after
+          a burn C(psid_after), C(burned_image), C(burned_sha256), C(downloaded), C(downloaded_sha256).
       type: dict
       sample: {psid: MT_0000000834, running: 28.40.1000, pending: null, pinned: 28.43.1014, state: to_update}
+firmware_burned:
+  description:
+    - One entry per card burned by this run - C(pci), C(psid) (before), C(psid_after), C(version), C(image) (the
+      C(.bin) burned, and the archive it came from), C(sha256) (of that C(.bin)), C(downloaded) and
+      C(downloaded_sha256) (the file the pin names, checked against its C(sha256)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{pci: "0000:17:00.0", psid: MT_0000000834, psid_after: MT_0000000834, version: 28.43.1014,
+            image: "fw-ConnectX7-rel-28_43_1014-MCX755106AS-HEA_Ax.signed.bin (from /var/cache/gpudirect/nic-firmware/MT_0000000834-28.43.1014.zip)",
+            sha256: 0f343b0931126a20f133d67c2b018a3b5a2c8e8c1b5f2a3d4e5f60718293a4b5,
+            downloaded: /var/cache/gpudirect/nic-firmware/MT_0000000834-28.43.1014.zip,
+            downloaded_sha256: 3c5e0d9f1b2a4c6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a6}]
 firmware_report:
   description: One sentence per card whose firmware is not the pinned one or has no pinned image (both policies).
   returned: always
@@ -282,15 +326,23 @@ skip_reason:
 """
 
 import os
+import shutil
+import tempfile
+import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_host import module_runner
 from ansible.module_utils.gpudirect_nic_config import (
+    ALLOW_PSID_CHANGE_KNOB,
     FIRMWARE_KNOB,
+    cached_image_name,
+    check_image_query,
     parse_flint_query,
     parse_mlxconfig_query,
+    pick_firmware_member,
     plan_firmware,
     plan_firmware_version,
+    psid_change_refusal,
     resolve_wanted,
     validate_firmware_pins,
 )
@@ -306,6 +358,9 @@ TOOL_PACKAGES = {"mlxconfig": "mft (NVIDIA Firmware Tools)", "mstconfig": "mstfl
                  "flint": "mft (NVIDIA Firmware Tools)", "mstflint": "mstflint"}
 # the firmware burning tool that goes with each configuration tool choice (same packages)
 FLASH_TOOLS = {"auto": ["flint", "mstflint"], "mlxconfig": ["flint"], "mstconfig": ["mstflint"]}
+# the most a .bin taken out of a firmware .zip may hold: ConnectX images are tens of MiB (a ConnectX-6 Dx
+# image is about 33 MB, tests/fixtures/nic_config/README.md); more is not a firmware download
+MAX_IMAGE_BYTES = 256 * 1024 * 1024
 
 
 def find_cards(root):
@@ -377,41 +432,117 @@ def sha256_of(module, path):
     return module.digest_from_file(path, "sha256") if os.path.isfile(path) else None
 
 
-def burn(module, run, tool, pci, firmware, reports, card, cache=None):
-    """Check the image, burn it, query again: the flash must hold the pinned version."""
-    name = os.path.basename(tool)
+def error_lines(out, err):
+    """What the tool said went wrong: its ``-E-`` lines, else its last line, else stderr."""
+    said = [ln.strip() for ln in (out or "").splitlines() if ln.strip().startswith("-E-")]
+    return said or (out or "").strip().splitlines()[-1:] or [(err or "").strip() or "no output"]
+
+
+def extract_member(module, archive, member, folder):
+    """Copy the zip member into ``folder`` (under its base name, never a path of the archive's), reading at
+    most MAX_IMAGE_BYTES; zipfile checks the member's CRC-32 as it is read."""
+    target = os.path.join(folder, os.path.basename(member) or "image.bin")
+    with zipfile.ZipFile(archive) as handle:
+        info = handle.getinfo(member)
+        if info.file_size > MAX_IMAGE_BYTES:
+            raise ValueError("the member %s of the archive %s is %d bytes, more than the %d a ConnectX image has: not "
+                             "a firmware download. Nothing was burned." % (member, archive, info.file_size, MAX_IMAGE_BYTES))
+        with handle.open(member) as source, open(target, "wb") as sink:
+            shutil.copyfileobj(source, sink, 1 << 20)
+    return target
+
+
+def prepare_image(module, run, tool, firmware, cache, workdir):
+    """The image of one pin, ready to burn, or fail_json before anything is burned: the file the pin names
+    (a path, or the URL's download in ``cache``), its sha256 against the pin, the one .bin of a .zip
+    extracted into ``workdir``, ``<tool> -i <bin> verify`` and ``-i <bin> query`` (the image's version and
+    PSID). Returns {downloaded, downloaded_sha256, archive, member, path, sha256, query}."""
     image = firmware["image"]
+    psid = firmware["pin_psid"]
     if not image.startswith("/") and cache:
-        image = os.path.join(cache, "%s-%s.bin" % (firmware["psid"], firmware["pinned"]))
+        image = os.path.join(cache, cached_image_name(psid, firmware["pinned"], image))
     if not image.startswith("/"):
-        module.fail_json(msg="%s: the pinned image %s for PSID %s is not a path on the node; download it first (the role "
+        module.fail_json(msg="the pinned image %s for PSID %s is not a path on the node; download it first (the role "
                              "gpudirect_nic_config does, with its sha256) and pass the path (%s). Nothing was burned."
-                             % (pci, image, firmware["psid"], FIRMWARE_KNOB), devices=reports + [card])
+                             % (image, psid, FIRMWARE_KNOB))
     actual = sha256_of(module, image)
     if actual is None:
-        module.fail_json(msg="%s: the pinned image %s for PSID %s is not a file on the node (%s). Nothing was burned."
-                             % (pci, image, firmware["psid"], FIRMWARE_KNOB), devices=reports + [card])
+        module.fail_json(msg="the pinned image %s for PSID %s is not a file on the node (%s). Nothing was burned."
+                             % (image, psid, FIRMWARE_KNOB))
     if actual.lower() != firmware["sha256"].lower():
-        module.fail_json(msg="%s: the image %s has sha256 %s, but %s pins %s for PSID %s: a wrong or damaged file. "
-                             "Nothing was burned; fix the file or the pinned sum."
-                             % (pci, image, actual, FIRMWARE_KNOB, firmware["sha256"], firmware["psid"]),
-                         devices=reports + [card])
-    rc, out, err = run([tool, "-d", pci, "-i", image, "-y", "burn"])
+        module.fail_json(msg="the image %s has sha256 %s, but %s pins %s for PSID %s (the sum of the file as "
+                             "downloaded, the .zip when it is one): a wrong or damaged file. Nothing was burned; "
+                             "fix the file or the pinned sum." % (image, actual, FIRMWARE_KNOB, firmware["sha256"], psid))
+    out = {"downloaded": image, "downloaded_sha256": actual, "archive": None, "member": None, "path": image,
+           "sha256": actual}
+    with open(image, "rb") as handle:
+        # a zip's local header; is_zipfile also finds a zip whose central directory is cut off as not one
+        zipped = handle.read(4) == b"PK\x03\x04" or zipfile.is_zipfile(image)
+    if zipped:
+        try:
+            with zipfile.ZipFile(image) as handle:
+                member = pick_firmware_member(handle.namelist(), image)
+            folder = os.path.join(workdir, "%s-%s" % (psid, firmware["pinned"]))
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            out.update(archive=image, member=member, path=extract_member(module, image, member, folder))
+        except ValueError as exc:
+            module.fail_json(msg="PSID %s: %s" % (psid, exc))
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
+            module.fail_json(msg="cannot take the firmware image out of the archive %s, pinned for PSID %s in %s: %s. A "
+                                 "damaged download: fetch it again and check it. Nothing was burned."
+                                 % (image, psid, FIRMWARE_KNOB, exc))
+        out["sha256"] = sha256_of(module, out["path"])
+    name = os.path.basename(tool)
+    rc, said, err = run([tool, "-i", out["path"], "verify"])
     if rc != 0:
-        said = [ln.strip() for ln in (out or "").splitlines() if ln.strip().startswith("-E-")] or \
-            (out or "").strip().splitlines()[-1:] or [(err or "").strip()]
-        module.fail_json(msg="%s -d %s -i %s -y burn failed (rc %s): %s. Check that the image is the one for this card's "
-                             "PSID %s (%s); cards burned earlier in this run keep their new image for the next reset."
-                             % (name, pci, image, rc, "; ".join(said), firmware["psid"], FIRMWARE_KNOB),
-                         rc=rc, stdout=out, stderr=err, devices=reports + [card])
+        module.fail_json(msg="%s -i %s verify failed (rc %s): %s. The image is damaged or not a firmware image for "
+                             "this tool; nothing was burned. Download it again and check its sum (%s, PSID %s)."
+                             % (name, out["path"], rc, "; ".join(error_lines(said, err)), FIRMWARE_KNOB, psid),
+                         rc=rc, stdout=said, stderr=err)
+    rc, said, err = run([tool, "-i", out["path"], "query"])
+    try:
+        if rc != 0:
+            raise ValueError("; ".join(error_lines(said, err)))
+        out["query"] = parse_flint_query(said or "")
+    except ValueError as exc:
+        module.fail_json(msg="%s -i %s query could not be read (rc %s): %s. Nothing was burned; check the image (%s, "
+                             "PSID %s)." % (name, out["path"], rc, exc, FIRMWARE_KNOB, psid),
+                         rc=rc, stdout=said, stderr=err)
+    return out
+
+
+def image_label(prepared):
+    """The burned file as an admin knows it: the .bin, and the archive it came from."""
+    if prepared["archive"]:
+        return "%s (from %s)" % (prepared["member"], prepared["archive"])
+    return prepared["path"]
+
+
+def burn(module, run, tool, pci, firmware, prepared, reports, card):
+    """Burn the prepared image (its checks done), query again: the flash must hold the pinned version."""
+    name = os.path.basename(tool)
+    argv = [tool, "-d", pci, "-i", prepared["path"], "-y"] + (["-allow_psid_change"] if firmware["psid_change"] else []) \
+        + ["burn"]
+    rc, out, err = run(argv)
+    if rc != 0:
+        # flint's words first: a drain report keeps the first 400 characters of a failure
+        module.fail_json(msg="firmware burn failed on card %s (PSID %s): %s. Image %s, sha256 %s (%s); %s exited %s. "
+                             "flint's burn is failsafe: the card keeps the image it had until a burn completes. Check "
+                             "the card and the image; cards burned earlier in this run keep their new image for the "
+                             "next reset." % (pci, firmware["psid"], "; ".join(error_lines(out, err)).rstrip("."),
+                                              image_label(prepared), prepared["sha256"], FIRMWARE_KNOB,
+                                              " ".join([name] + argv[1:]), rc),
+                         rc=rc, stdout=out, stderr=err, cmd=argv, devices=reports + [card])
     again = flint_query(module, run, tool, pci)
     if again["flash"] != firmware["pinned"]:
         module.fail_json(msg="%s: burned %s (version %s), but %s -d %s query then reads FW Version %s (running %s). "
                              "The firmware did not take the image; check it by hand."
-                             % (pci, image, firmware["pinned"], name, pci, again["flash"], again["running"]),
-                         devices=reports + [card])
-    firmware.update(running=again["running"], pending=again["pending"],
-                    state="pending_reset" if again["running"] != firmware["pinned"] else "in_place", burned=True)
+                             % (pci, image_label(prepared), firmware["pinned"], name, pci, again["flash"],
+                                again["running"]), devices=reports + [card])
+    firmware.update(running=again["running"], pending=again["pending"], psid_after=again["psid"],
+                    state="pending_reset" if again["running"] != firmware["pinned"] else "in_place", burned=True,
+                    burned_image=image_label(prepared), burned_sha256=prepared["sha256"],
+                    downloaded=prepared["downloaded"], downloaded_sha256=prepared["downloaded_sha256"])
 
 
 def empty_card(pci, functions):
@@ -459,14 +590,18 @@ def firmware_sentences(card, policy):
     if fw["state"] == "no_image":
         return [], [], "", ["%s: firmware %s, PSID %s has no pinned image in %s (left as it is)"
                             % (label(card), fw["running"], fw["psid"], FIRMWARE_KNOB)]
-    report = ["%s: firmware %s%s, pinned %s for PSID %s (%s%s)" % (
+    # an OEM card given an image of another PSID (the pin's image_psid): the burn changes the card's PSID
+    change = (", PSID %s -> %s" % (fw["psid"], fw.get("psid_after") or fw["image_psid"])) if fw.get("psid_change") else ""
+    report = ["%s: firmware %s%s, pinned %s for PSID %s (%s%s%s)" % (
         label(card), fw["running"], (" (%s on the flash, waits for a firmware reset)" % fw["pending"]) if fw["pending"] else "",
-        fw["pinned"], fw["psid"], fw["state"], "" if policy == "update" else "; policy report: not updated")]
+        fw["pinned"], fw["psid"], fw["state"], "; the image changes the PSID to %s" % fw["image_psid"]
+        if fw.get("psid_change") and not fw.get("burned") else "", "" if policy == "update" else "; policy report: not updated")]
     if policy != "update":
         return [], [], "", report
     if fw["state"] == "to_update" or fw.get("burned"):
-        return (["%s: firmware %s -> %s (%s)%s; runs after the next firmware reset or reboot"
-                 % (label(card), fw["running"], fw["pinned"], fw["image"], " burned" if fw.get("burned") else "")],
+        return (["%s: firmware %s -> %s (%s)%s%s; runs after the next firmware reset or reboot"
+                 % (label(card), fw["running"], fw["pinned"], fw.get("burned_image") or fw["image"], change,
+                    ", burned" if fw.get("burned") else "")],
                 ["%s: firmware update %s -> %s needs a firmware reset or reboot"
                  % (label(card), fw["running"], fw["pinned"])],
                 "firmware %s" % fw["pinned"], report)
@@ -513,6 +648,7 @@ def main():
             firmware=dict(type="list", elements="dict", default=[]),
             firmware_policy=dict(type="str", default="report", choices=["report", "update"]),
             firmware_cache=dict(type="path"),
+            firmware_allow_psid_change=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -596,8 +732,10 @@ def main():
     result["flash_tool"] = flash_tool
     run = module_runner(module)
     apply = p["state"] == "applied" and not module.check_mode
-    reports = []
-    for pci, functions in sorted(cards.items()):
+    allow_psid_change = p["firmware_allow_psid_change"]
+    # read and plan every card first: nothing is burned or set until every image to burn has passed its checks
+    cards_found, cards = cards, []
+    for pci, functions in sorted(cards_found.items()):
         if knobs:
             parsed = query(module, run, tool, pci)
             plan = plan_firmware(parsed, wanted)["devices"][0]
@@ -607,14 +745,48 @@ def main():
         if pins:
             card["firmware"] = dict(plan_firmware_version(flint_query(module, run, flash_tool, pci), pins, policy),
                                     burned=False)
-            if card["firmware"]["burn"] and p["state"] == "applied":
+            fw = card["firmware"]
+            # the pin says its image carries another PSID (image_psid): refused here, before any drain or burn,
+            # unless allowed (a PSID found only in the image is refused at the burn's checks below)
+            if fw["burn"] and fw["psid_change"] and not allow_psid_change:
+                module.fail_json(msg=psid_change_refusal(pci, fw["psid"], fw["image_psid"], fw["image"], True),
+                                 devices=[c for c in cards] + [card])
+            if fw["burn"] and p["state"] == "applied":
                 result["changed"] = True
-                if apply:
-                    burn(module, run, flash_tool, pci, card["firmware"], reports, card, p["firmware_cache"])
-            card["needs_reset"] = card["needs_reset"] or (policy == "update" and card["firmware"]["state"] in (
+            card["needs_reset"] = card["needs_reset"] or (policy == "update" and fw["state"] in (
                 "to_update", "pending_reset"))
         if card["set_args"] and p["state"] == "applied":
             result["changed"] = True
+        cards.append(card)
+
+    prepared = {}
+    workdir = None
+    if apply and any(c.get("firmware", {}).get("burn") for c in cards):
+        workdir = tempfile.mkdtemp(prefix="nic-firmware-", dir=module.tmpdir)
+        for card in cards:
+            fw = card.get("firmware") or {}
+            if not fw.get("burn"):
+                continue
+            if fw["pin_psid"] not in prepared:
+                prepared[fw["pin_psid"]] = prepare_image(module, run, flash_tool, fw, p["firmware_cache"], workdir)
+            image = prepared[fw["pin_psid"]]
+            try:
+                fw["psid_change"] = check_image_query(image["query"], fw, fw["psid"], allow_psid_change, card["pci"],
+                                                      image_label(image))
+            except ValueError as exc:
+                module.fail_json(msg=str(exc), devices=cards)
+            if fw["psid_change"] and fw["image_psid"] == fw["pin_psid"]:
+                module.warn("%s: burning %s changes the card's PSID %s to %s (%s is true). Later runs find the card "
+                            "under %s only if its pin says image_psid: %s (%s)"
+                            % (card["pci"], image_label(image), fw["psid"], image["query"]["psid"],
+                               ALLOW_PSID_CHANGE_KNOB, image["query"]["psid"], image["query"]["psid"], FIRMWARE_KNOB))
+
+    reports = []
+    for card in cards:
+        pci = card["pci"]
+        fw = card.get("firmware") or {}
+        if apply and fw.get("burn"):
+            burn(module, run, flash_tool, pci, fw, prepared[fw["pin_psid"]], reports, card)
         if apply and card["set_args"]:
             rc, out, err = run([tool, "-y", "-d", pci, "set"] + card["set_args"])
             if rc != 0:
@@ -636,7 +808,15 @@ def main():
         reports.append(card)
     result["devices"] = reports
     result["changes"], result["disruption"], result["reset_reason"], result["firmware_report"] = sentences(reports, policy)
+    result["firmware_burned"] = [
+        {"pci": c["pci"], "psid": c["firmware"]["psid"], "psid_after": c["firmware"]["psid_after"],
+         "version": c["firmware"]["pinned"], "image": c["firmware"]["burned_image"],
+         "sha256": c["firmware"]["burned_sha256"], "downloaded": c["firmware"]["downloaded"],
+         "downloaded_sha256": c["firmware"]["downloaded_sha256"]}
+        for c in reports if (c.get("firmware") or {}).get("burned")]
     result["needs_reset"] = any(c["needs_reset"] for c in reports)
+    if workdir:
+        shutil.rmtree(workdir, ignore_errors=True)   # the .bin taken out of a .zip: burned, not kept
     result["unsupported"] = ["%s: %s" % (c["pci"], r["param"]) for c in reports for r in c["unsupported"]]
     for line in result["unsupported"]:
         module.warn("the card does not expose %s (left alone, reported in unsupported)" % line)

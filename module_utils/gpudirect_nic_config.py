@@ -10,9 +10,11 @@
   set, what only waits for a firmware reset, what the card does not expose, and whether a reset is
   needed.
 * :func:`parse_flint_query` reads ``flint``/``mstflint -d <pci> query`` (PSID, the flash's and the
-  running firmware version); :func:`validate_firmware_pins` checks the pinned images of
-  ``gpudirect_nic_config_firmware`` and :func:`plan_firmware_version` says per card whether its firmware is
-  in place, to update, waiting for a reset, or has no pinned image.
+  running firmware version) and ``-i <image> query`` (the image's); :func:`validate_firmware_pins` checks
+  the pinned images of ``gpudirect_nic_config_firmware`` and :func:`plan_firmware_version` says per card
+  whether its firmware is in place, to update, waiting for a reset, or has no pinned image, and whether
+  the burn changes the card's PSID; :func:`pick_firmware_member` picks the one ``.bin`` of a downloaded
+  ``.zip`` as NVIDIA ships it; :func:`check_image_query` compares an image with its pin and the card.
 * :func:`parse_mlnx_qos` reads ``mlnx_qos -i <netdev>`` (DOCA/MLNX_OFED mlnx-tools) output and
   :func:`plan_qos` plans trust mode, PFC priorities and ECN.
 
@@ -495,6 +497,9 @@ PSID_RE = re.compile(r"^[A-Z]{2,4}_?[A-Z0-9]{6,12}$")
 SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 FIRMWARE_POLICIES = ("report", "update")
 FIRMWARE_KNOB = "gpudirect_nic_config_firmware"
+ALLOW_PSID_CHANGE_KNOB = "gpudirect_nic_config_firmware_allow_psid_change"
+PIN_KEYS = ("psid", "version", "image", "sha256")
+PIN_OPTIONAL_KEYS = ("image_psid",)
 
 
 def parse_flint_query(text):
@@ -551,8 +556,14 @@ def parse_flint_query(text):
 
 
 def validate_firmware_pins(pins, knob=FIRMWARE_KNOB):
-    """The pinned images by PSID, each ``{psid, version, image, sha256}``; ValueError naming the entry
-    and the knob on a wrong shape, a relative path, a PSID listed twice."""
+    """The pinned images by PSID, each ``{psid, version, image, sha256}`` and optionally ``image_psid``;
+    ValueError naming the entry and the knob on a wrong shape, a relative path, a PSID listed twice.
+
+    ``sha256`` is the sum of the file ``image`` names, as downloaded: the ``.zip`` NVIDIA ships, or a
+    ``.bin``. ``image_psid`` is the PSID inside the image where it is not ``psid`` (an OEM card, such as
+    a Dell ``DEL0000000027``, given NVIDIA's own image): the burn then changes the card's PSID, which
+    ``gpudirect_nic_config_firmware_allow_psid_change`` must allow, and later runs find the card under
+    ``image_psid``. Two entries that name one PSID (as ``psid`` or ``image_psid``) must pin one version."""
     if pins is None:
         return {}
     if not isinstance(pins, list):
@@ -562,16 +573,20 @@ def validate_firmware_pins(pins, knob=FIRMWARE_KNOB):
         where = "%s[%d]" % (knob, index)
         if not isinstance(entry, dict):
             raise ValueError("%s must be a map {psid, version, image, sha256}, got %r" % (where, entry))
-        unknown = sorted(set(entry) - {"psid", "version", "image", "sha256"})
-        missing = [k for k in ("psid", "version", "image", "sha256") if not entry.get(k)]
+        unknown = sorted(set(entry) - set(PIN_KEYS + PIN_OPTIONAL_KEYS))
+        missing = [k for k in PIN_KEYS if not entry.get(k)]
         if unknown or missing:
-            raise ValueError("%s: %s (an entry is {psid, version, image, sha256})" % (
+            raise ValueError("%s: %s (an entry is {psid, version, image, sha256}, optionally image_psid)" % (
                 where, "; ".join(filter(None, ["unknown key(s) " + ", ".join(unknown) if unknown else "",
                                                "missing " + ", ".join(missing) if missing else ""]))))
-        psid, version, image, sha = (str(entry[k]).strip() for k in ("psid", "version", "image", "sha256"))
+        psid, version, image, sha = (str(entry[k]).strip() for k in PIN_KEYS)
         if not PSID_RE.match(psid):
             raise ValueError("%s: psid %r is not a PSID such as MT_0000000834 (flint -d <pci> query prints it)"
                              % (where, entry["psid"]))
+        image_psid = str(entry.get("image_psid") or psid).strip()
+        if not PSID_RE.match(image_psid):
+            raise ValueError("%s (psid %s): image_psid %r is not a PSID such as MT_0000000834 (flint -i <image> "
+                             "query prints it)" % (where, psid, entry["image_psid"]))
         if not FIRMWARE_VERSION_RE.match(version):
             raise ValueError("%s (psid %s): version %r is not a firmware version N.N.N such as 28.43.1014"
                              % (where, psid, entry["version"]))
@@ -584,40 +599,127 @@ def validate_firmware_pins(pins, knob=FIRMWARE_KNOB):
         if psid in by_psid:
             raise ValueError("%s: psid %s is pinned twice (%s[%d] too); one image per PSID"
                              % (where, psid, knob, by_psid[psid]["index"]))
-        by_psid[psid] = {"index": index, "psid": psid, "version": version, "image": image, "sha256": sha.lower()}
+        by_psid[psid] = {"index": index, "psid": psid, "version": version, "image": image, "sha256": sha.lower(),
+                         "image_psid": image_psid}
+    # a PSID named by two entries (a card crossflashed to image_psid, and cards born with that PSID) must
+    # be held to one version, or each run would burn the other entry's image
+    named = {}
+    for pin in sorted(by_psid.values(), key=lambda p: p["index"]):
+        for name in sorted({pin["psid"], pin["image_psid"]}):
+            other = named.setdefault(name, pin)
+            if other is not pin and other["version"] != pin["version"]:
+                raise ValueError("%s[%d] and %s[%d] both name PSID %s (as psid or image_psid) with versions %s and %s: "
+                                 "a card with that PSID would be burned back and forth; pin one version"
+                                 % (knob, other["index"], knob, pin["index"], name, other["version"], pin["version"]))
     return by_psid
+
+
+def find_pin(pins, psid):
+    """The pin for a card of this PSID: the entry whose ``psid`` it is, else the entry whose image carries
+    it (``image_psid``: a card whose PSID an earlier burn changed). None when no entry names it."""
+    if psid in pins:
+        return pins[psid]
+    for pin in sorted(pins.values(), key=lambda p: p["index"]):
+        if pin["image_psid"] == psid:
+            return pin
+    return None
 
 
 def plan_firmware_version(query, pins, policy="report"):
     """One card's firmware against the pinned images (see :func:`validate_firmware_pins`).
 
     ``query``: :func:`parse_flint_query`'s result, or None (not read). Returns ``psid``, ``running``,
-    ``pending``, ``pinned``, ``image``, ``sha256``, ``state`` and ``burn`` (True where policy update
-    burns the pinned image). States: ``in_place`` (running the pinned version, nothing else on the
-    flash), ``to_update`` (the flash does not hold the pinned version), ``pending_reset`` (the flash holds
-    it, the card runs another one: only the firmware reset is owed), ``no_image`` (no image pinned for
-    this PSID), ``not_read``."""
+    ``pending``, ``pinned``, ``image``, ``sha256``, ``pin_psid`` (the entry's ``psid``), ``image_psid``
+    (the PSID the pinned image carries), ``psid_change`` (burning it changes the card's PSID: an OEM card
+    given another vendor's image), ``state`` and ``burn`` (True where policy update burns the pinned
+    image). States: ``in_place`` (running the pinned version, nothing else on the flash), ``to_update``
+    (the flash does not hold the pinned version), ``pending_reset`` (the flash holds it, the card runs
+    another one: only the firmware reset is owed), ``no_image`` (no image pinned for this PSID),
+    ``not_read``."""
     if policy not in FIRMWARE_POLICIES:
         raise ValueError("gpudirect_nic_config_firmware_policy must be one of %s, got %r"
                          % (", ".join(FIRMWARE_POLICIES), policy))
     out = {"psid": None, "running": None, "pending": None, "pinned": None, "image": None, "sha256": None,
-           "state": "not_read", "burn": False}
+           "pin_psid": None, "image_psid": None, "psid_change": False, "state": "not_read", "burn": False}
     if query is None:
         return out
     out.update(psid=query["psid"], running=query["running"], pending=query["pending"])
-    pin = pins.get(query["psid"])
+    pin = find_pin(pins, query["psid"])
     if pin is None:
         out["state"] = "no_image"
         return out
-    out.update(pinned=pin["version"], image=pin["image"], sha256=pin["sha256"])
+    out.update(pinned=pin["version"], image=pin["image"], sha256=pin["sha256"], pin_psid=pin["psid"],
+               image_psid=pin["image_psid"])
     if query["flash"] != pin["version"]:
         out["state"] = "to_update"
     elif query["running"] != pin["version"]:
         out["state"] = "pending_reset"
     else:
         out["state"] = "in_place"
+    out["psid_change"] = out["state"] == "to_update" and pin["image_psid"] != query["psid"]
     out["burn"] = policy == "update" and out["state"] == "to_update"
     return out
+
+
+def psid_change_refusal(pci, card_psid, image_psid, image, declared):
+    """The sentence that refuses to burn an image of another PSID while
+    gpudirect_nic_config_firmware_allow_psid_change is false: the card's PSID, the image's, the knob first
+    (the drain report keeps the first 400 characters of a failure)."""
+    return ("%s: card PSID %s, image PSID %s: burning it changes the card's PSID, refused while %s is false (image "
+            "%s). flint refuses it too (-E- PSID mismatch) unless given -allow_psid_change. An OEM card (Dell DEL..., "
+            "HPE HP_/HPE..., Lenovo LNV...) may lose its vendor's settings: to change it anyway set %s: true%s; else "
+            "pin an image made for PSID %s in %s. Nothing was burned."
+            % (pci, card_psid, image_psid, ALLOW_PSID_CHANGE_KNOB, image, ALLOW_PSID_CHANGE_KNOB,
+               "" if declared else " and add image_psid: %s to the pin of %s, so that later runs find the card under "
+                                   "its new PSID" % (image_psid, card_psid), card_psid, FIRMWARE_KNOB))
+
+
+def cached_image_name(psid, version, image):
+    """The file a pinned http(s) image is downloaded to in the role's cache folder: ``<psid>-<version>.zip``
+    for a URL whose path ends in ``.zip`` (as NVIDIA's downloads do), else ``<psid>-<version>.bin``. The
+    role (tasks/main.yml) and the module name it alike; the module reads the file's content, not its name,
+    to tell a zip from an image."""
+    path = re.sub(r"[?#].*$", "", str(image))
+    return "%s-%s%s" % (psid, version, ".zip" if path.lower().endswith(".zip") else ".bin")
+
+
+def pick_firmware_member(names, archive, knob=FIRMWARE_KNOB):
+    """The one ``.bin`` member of a firmware ``.zip`` (``names``: every member name, as ``zipfile`` lists
+    them). NVIDIA ships ``fw-<Device>-rel-<version>-<OPN>-....signed.bin.zip`` holding that ``.bin``,
+    newer ones also a ``.signed.cbor`` (tests/fixtures/nic_config/README.md); members other than ``.bin``
+    files are left alone. ValueError naming the archive, the members and the knob on none or several."""
+    bins = [n for n in names if not n.endswith("/") and n.rsplit("/", 1)[-1].lower().endswith(".bin")]
+    if len(bins) == 1:
+        return bins[0]
+    shown = ", ".join(names[:20]) + (" ... (%d members)" % len(names) if len(names) > 20 else "")
+    if not bins:
+        raise ValueError("the archive %s holds no .bin firmware image (members: %s): not a ConnectX firmware "
+                         "download. Pin the right file in %s. Nothing was burned." % (archive, shown or "none", knob))
+    raise ValueError("the archive %s holds %d .bin images (%s): the role burns an archive only when it holds one. "
+                     "Unpack it, and pin the .bin for this card (its path and its sha256) in %s. Nothing was burned."
+                     % (archive, len(bins), ", ".join(bins), knob))
+
+
+def check_image_query(image_query, firmware, card_psid, allow_psid_change, pci, image_name):
+    """Compare ``flint -i <image> query`` (:func:`parse_flint_query`) with the card's plan (``firmware``, of
+    :func:`plan_firmware_version`) before a burn. Returns True when the burn changes the card's PSID (and
+    is allowed); ValueError with the sentence that refuses it: the image holds another version than the
+    pin, or another PSID than the pin declares, or a PSID change that is not allowed."""
+    version, psid = image_query["flash"], image_query["psid"]
+    if version != firmware["pinned"]:
+        raise ValueError("%s: the image %s holds firmware %s (flint -i <image> query), but %s pins version %s for "
+                         "PSID %s: a wrong file or a wrong version in the pin. Nothing was burned."
+                         % (pci, image_name, version, FIRMWARE_KNOB, firmware["pinned"], firmware["pin_psid"]))
+    declared = firmware["image_psid"] != firmware["pin_psid"]
+    if declared and psid != firmware["image_psid"]:
+        raise ValueError("%s: the image %s carries PSID %s, but its pin (psid %s in %s) says image_psid %s: a wrong "
+                         "file or a wrong image_psid. Nothing was burned."
+                         % (pci, image_name, psid, firmware["pin_psid"], FIRMWARE_KNOB, firmware["image_psid"]))
+    if psid == card_psid:
+        return False
+    if not allow_psid_change:
+        raise ValueError(psid_change_refusal(pci, card_psid, psid, image_name, declared))
+    return True
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ def node(tmp_path):
                    env=dict(os.environ, **env))
 
     class Node:
+        root = tree.root
+
         @staticmethod
         def play(extra, check=False):
             # the role alone on a node in service refuses its disruption (gpudirect_drain disrupt): this
@@ -329,3 +331,164 @@ def test_a_psid_pinned_twice_fails_before_any_change(fw_node):
     done, _result = fw_node.play({"gpudirect_nic_config_firmware": [fw_node.pin, fw_node.pin]})
     assert done.returncode != 0
     assert "gpudirect_nic_config_firmware[1]: psid MT_0000000834 is pinned twice (gpudirect_nic_config_firmware[0] too)" in done.stdout, done.stdout
+
+
+# ------------------------------------------------------------------ firmware as NVIDIA ships it (issue #44, outcome 3)
+
+SIGNED = "fw-ConnectX7-rel-28_43_1014-MCX755106AS-HEA_Ax-UEFI-14.37.14-FlexBoot-3.7.500.signed"
+KNOB = "gpudirect_nic_config_firmware_allow_psid_change"
+
+
+def shipped_zip(folder, psid="MT_0000000834", version="28.43.1014"):
+    """A download as NVIDIA ships it (tests/fixtures/nic_config/unzip-cx7-signed-bin-zip.txt): the .signed.bin
+    and a .signed.cbor in a .zip; the stand-in image inside. The .zip's path and sha256, the .bin's sha256."""
+    import hashlib
+    import zipfile
+
+    body = json.dumps({"standin_firmware_image": 1, "psid": psid, "version": version})
+    path = folder / (SIGNED + ".bin.zip")
+    with zipfile.ZipFile(str(path), "w", zipfile.ZIP_DEFLATED) as handle:
+        handle.writestr(SIGNED + ".cbor", "not an image")
+        handle.writestr(SIGNED + ".bin", body)
+    return str(path), hashlib.sha256(path.read_bytes()).hexdigest(), hashlib.sha256(body.encode()).hexdigest()
+
+
+def test_a_zip_pinned_on_the_node_is_burned_once_and_its_sums_reported(fw_node, tmp_path):
+    archive, zip_sha, bin_sha = shipped_zip(tmp_path)
+    wanted = {"gpudirect_nic_config_firmware": [dict(fw_node.pin, image=archive, sha256=zip_sha)],
+              "gpudirect_nic_config_firmware_policy": "update"}
+    checked, _result = fw_node.play(wanted, check=True)
+    assert checked.returncode == 0, checked.stdout
+    assert fw_node.firmware() == ("28.40.1000", "28.40.1000") and os.listdir(str(tmp_path)).count(SIGNED + ".bin") == 0
+
+    done, result = fw_node.play(wanted)
+    assert done.returncode == 0, done.stdout
+    assert fw_node.firmware() == ("28.40.1000", "28.43.1014")
+    assert "gpudirect_nic_config: burned %s.bin (from %s) (sha256 %s, firmware 28.43.1014) on 0000:17:00.0, PSID " \
+           "MT_0000000834; the pinned file %s has sha256 %s" % (SIGNED, archive, bin_sha, archive, zip_sha) in done.stdout
+    assert result["reasons"] == ["gpudirect_nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
+                                 "0000:17:00.0 firmware 28.43.1014"]
+    assert not os.path.exists(str(tmp_path / (SIGNED + ".bin")))               # taken out elsewhere, not kept
+
+    fw_node.boot()
+    again, result = fw_node.play(wanted)
+    assert again.returncode == 0 and " changed=0 " in again.stdout, again.stdout
+    assert result["plan"]["devices"][0]["firmware"]["state"] == "in_place"
+    assert "skipping: [localhost]" in again.stdout.split(
+        "TASK [gpudirect_nic_config : Burn the pinned firmware images on the cards whose flash differs]")[1].split("TASK [")[0]
+
+
+def test_a_zip_url_is_downloaded_as_a_zip_and_burned(fw_node, tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "mirror"
+    served.mkdir()
+    _archive, zip_sha, _bin_sha = shipped_zip(served)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    cache = tmp_path / "cache"
+    try:
+        url = "http://127.0.0.1:%d/%s.bin.zip" % (server.server_address[1], SIGNED)
+        done, _result = fw_node.play({
+            "gpudirect_nic_config_firmware": [dict(fw_node.pin, image=url, sha256=zip_sha)],
+            "gpudirect_nic_config_firmware_policy": "update", "__gpudirect_nic_config_firmware_cache": str(cache),
+            "no_proxy": "127.0.0.1"})
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stdout
+    assert os.listdir(str(cache)) == ["MT_0000000834-28.43.1014.zip"]
+    assert fw_node.firmware() == ("28.40.1000", "28.43.1014")
+
+
+def test_an_oem_card_is_refused_in_the_plan_unless_the_knob_allows_it(fw_node, tmp_path):
+    subprocess.run([sys.executable, STANDIN, "--standin-add", CX7, "ConnectX7", "--psid", "DEL0000000027"], check=True,
+                   env=dict(os.environ, STANDIN_MLXCONFIG_STATE=str(tmp_path / "standin-state")))
+    archive, zip_sha, _bin_sha = shipped_zip(tmp_path)
+    dell = {"psid": "DEL0000000027", "image_psid": "MT_0000000834", "version": "28.43.1014", "image": archive,
+            "sha256": zip_sha}
+    wanted = {"gpudirect_nic_config_firmware": [dell], "gpudirect_nic_config_firmware_policy": "update"}
+    refused, _result = fw_node.play(wanted)
+    assert refused.returncode != 0
+    assert "0000:17:00.0: card PSID DEL0000000027, image PSID MT_0000000834: burning it changes the card's PSID, " \
+           "refused while %s is false" % KNOB in refused.stdout, refused.stdout
+    assert "TASK [gpudirect_nic_config : Burn the pinned firmware images" not in refused.stdout   # the plan refused it
+    assert fw_node.firmware() == ("28.40.1000", "28.40.1000")
+
+    allowed, result = fw_node.play(dict(wanted, **{KNOB: True}))
+    assert allowed.returncode == 0, allowed.stdout
+    assert "on 0000:17:00.0, PSID DEL0000000027 -> MT_0000000834" in allowed.stdout
+    fw_node.boot()
+    again, result = fw_node.play(dict(wanted, **{KNOB: True}))
+    assert again.returncode == 0 and " changed=0 " in again.stdout, again.stdout
+    fw = result["plan"]["devices"][0]["firmware"]
+    assert (fw["psid"], fw["state"]) == ("MT_0000000834", "in_place")
+
+
+@pytest.mark.parametrize("value", ["maybe", [True]])
+def test_the_psid_change_knob_is_a_boolean(fw_node, value):
+    done, _result = fw_node.play({"gpudirect_nic_config_firmware": [fw_node.pin], KNOB: value})
+    assert done.returncode != 0 and KNOB in done.stdout, done.stdout
+    assert fw_node.firmware() == ("28.40.1000", "28.40.1000")
+
+
+ROLLING_BATCH = """---
+- name: A rolling batch of one node whose firmware burn fails (playbooks/rolling.yml's shape)
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars:
+    gpudirect_nic_config_sysfs_root: %s
+  tasks:
+    - name: Drain and change the node
+      block:
+        - {name: Drain, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: drain}}
+        - {name: The firmware stage, ansible.builtin.include_role: {name: gpudirect_nic_config}}
+        - {name: Verified, ansible.builtin.set_fact: {gpudirect_verify_status: passed}}
+      rescue:
+        - {name: Record the failure, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: failed}}
+    - {name: Resume the node or leave it drained, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: resume}}
+    - {name: Table of the nodes left drained, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: report}}
+"""
+
+
+def test_a_burn_that_fails_leaves_the_node_drained_and_named(fw_node, tmp_path):
+    import time
+
+    archive, zip_sha, _bin_sha = shipped_zip(tmp_path)
+    # flint fails the burn itself (the image passed its checks)
+    flint = tmp_path / "bin" / "mstflint"
+    os.unlink(str(flint))
+    flint.write_text("#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = burn ] && { echo '-E- Burning FS4 image failed: "
+                     "Flash write failed'; exit 1; }; done\nexec '%s' '%s' --as mstflint \"$@\"\n"
+                     % (sys.executable, STANDIN))
+    flint.chmod(0o755)
+    log = tmp_path / "scheduler.log"
+    note = "/var/lib/gpudirect/unit-left-drained-%d-%d.json" % (os.getpid(), time.monotonic_ns())
+    extra = {"gpudirect_nic_config_firmware": [dict(fw_node.pin, image=archive, sha256=zip_sha)],
+             "gpudirect_nic_config_firmware_policy": "update",
+             "gpudirect_drain_command": ["sh", "-c", "echo drain >>%s" % log],
+             "gpudirect_drain_resume_command": ["sh", "-c", "echo resume >>%s" % log],
+             "gpudirect_drain_command_waits": True, "gpudirect_drain_left_drained_file": note}
+    env = {"PATH": "%s:%s" % (tmp_path / "bin", os.environ["PATH"]),
+           "STANDIN_MLXCONFIG_STATE": str(tmp_path / "standin-state")}
+    try:
+        done = play_on_localhost(tmp_path, ROLLING_BATCH % fw_node.root, extra, env_extra=env)
+        assert os.path.exists(note)
+    finally:
+        if os.path.exists(note):
+            os.remove(note)
+    assert done.returncode != 0, done.stdout
+    assert log.read_text().split() == ["drain"]                                   # never resumed
+    assert fw_node.firmware() == ("28.40.1000", "28.40.1000")
+    # the failure names the node, the card, flint's error and the image; the table names the node, left drained
+    said = "localhost: firmware burn failed on card 0000:17:00.0 (PSID MT_0000000834): -E- Burning FS4 image failed: " \
+           "Flash write failed. Image %s.bin (from %s)" % (SIGNED, archive)
+    assert said in done.stdout, done.stdout
+    table = done.stdout.split("TASK [gpudirect_drain : Print the nodes left drained]")[1].split("TASK [")[0]
+    assert "localhost" in table and "Fail the node whose ConnectX firmware burn failed" in table, table
+    assert "echo resume" in table
+    assert "failed at 'Fail the node whose ConnectX firmware burn failed': localhost: firmware burn failed on card " \
+           "0000:17:00.0" in done.stdout

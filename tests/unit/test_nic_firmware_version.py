@@ -231,21 +231,38 @@ def test_checksum_mismatch_fails_before_the_burn(node, run_module):
     assert "Nothing was burned" in result["msg"] and node.card() == ("28.40.1000", "28.40.1000")
 
 
-def test_psid_mismatch_of_the_image_fails_naming_the_device(node, run_module):
+def test_psid_mismatch_of_the_image_is_refused_before_the_burn(node, run_module):
     path, sha = node.image(psid="MT_0000000999")
     result = run_module(module, {"root": node.root, "firmware_policy": "update", "state": "applied", "firmware": [
         {"psid": CX7_PSID, "version": "28.43.1014", "image": path, "sha256": sha}]})
     assert result["failed"] is True
-    assert result["msg"].startswith("mstflint -d 0000:17:00.0 -i %s -y burn failed (rc 1): -E- PSID mismatch." % path)
-    assert node.card() == ("28.40.1000", "28.40.1000")
+    assert result["msg"].startswith("0000:17:00.0: card PSID MT_0000000834, image PSID MT_0000000999: burning it "
+                                    "changes the card's PSID, refused while gpudirect_nic_config_firmware_allow_psid_"
+                                    "change is false (image %s)." % path)
+    assert "add image_psid: MT_0000000999 to the pin of MT_0000000834" in result["msg"]
+    assert "Nothing was burned." in result["msg"] and node.card() == ("28.40.1000", "28.40.1000")
 
 
-def test_a_burn_the_flash_does_not_show_fails(node, run_module):
+def test_an_image_of_another_version_is_refused_before_the_burn(node, run_module):
     path, sha = node.image(version="28.39.1002")   # the image is not the pinned version
     result = run_module(module, {"root": node.root, "firmware_policy": "update", "state": "applied", "firmware": [
         {"psid": CX7_PSID, "version": "28.43.1014", "image": path, "sha256": sha}]})
+    assert result["failed"] is True and node.card() == ("28.40.1000", "28.40.1000")
+    assert result["msg"] == ("0000:17:00.0: the image %s holds firmware 28.39.1002 (flint -i <image> query), but "
+                             "gpudirect_nic_config_firmware pins version 28.43.1014 for PSID MT_0000000834: a wrong file "
+                             "or a wrong version in the pin. Nothing was burned." % path)
+
+
+def test_a_burn_the_flash_does_not_show_fails(node, tmp_path, run_module):
+    # a flint that says the burn went well and writes nothing
+    lazy = tmp_path / "bin" / "flint"
+    lazy.write_text("#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = burn ] && exit 0; done\nexec '%s' '%s' --as flint \"$@\"\n"
+                    % (sys.executable, STANDIN))
+    lazy.chmod(0o755)
+    result = run_module(module, {"root": node.root, "firmware": pinned(node), "firmware_policy": "update",
+                                 "state": "applied"})
     assert result["failed"] is True
-    assert "but mstflint -d 0000:17:00.0 query then reads FW Version 28.39.1002" in result["msg"]
+    assert "but flint -d 0000:17:00.0 query then reads FW Version 28.40.1000" in result["msg"]
 
 
 def test_url_image_is_not_burned_by_the_module(node, run_module):
