@@ -195,7 +195,7 @@ def test_boot_script_mounts_loads_and_sets_the_rdma_cm_defaults(tmp_path):
     conf.write_text("ens1f0np0 rdma_cm_mode=mlx5_0:1:v2 rdma_cm_tos=mlx5_0:1:104\n"
                     "eth0 rdma_cm_mode=rxe0:1:v2 rdma_cm_tos=rxe0:1:104\n")
     done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "gpudirect-roce-qos: ens1f0np0: rdma_cm_mode=mlx5_0:1:v2 set", "gpudirect-roce-qos: ens1f0np0: "
@@ -221,7 +221,7 @@ def test_boot_script_leaves_a_group_it_did_not_make_and_names_a_missing_device(t
     conf = tmp_path / "roce-qos.conf"
     conf.write_text("ens1f0np0 rdma_cm_tos=mlx5_0:1:104\neth0 rdma_cm_tos=mlx5_9:1:104\n")
     done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 1
     assert "gpudirect-roce-qos: ens1f0np0: rdma_cm_tos=mlx5_0:1:104 set" in done.stdout.splitlines()
     assert (sysroot / "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos").read_text() == "104\n"
@@ -358,7 +358,7 @@ def test_boot_script_waits_for_rdma_cm_to_know_a_device_that_just_appeared(tmp_p
     conf = tmp_path / "roce-qos.conf"
     conf.write_text("eth0 rdma_cm_tos=rxe0:1:104\n")
     done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)],
-                          env=dict(env, GPUDIRECT_ROCE_QOS_WAIT="3"), capture_output=True, text=True, timeout=120)
+                          env=dict(env, GPUDIRECT_ROCE_QOS_WAIT="3"), capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout == "gpudirect-roce-qos: eth0: rdma_cm_tos=rxe0:1:104 set\n"
     assert (state / "rxe0" / "1" / "default_roce_tos").read_text() == "104\n"
@@ -368,7 +368,7 @@ def test_boot_script_waits_for_rdma_cm_to_know_a_device_that_just_appeared(tmp_p
     (bindir / "mkdir").write_text("#!/bin/sh\ncase \"$1\" in */rdma_cm/*) echo \"mkdir: cannot create directory "
                                   "'$1': No such device\" >&2; exit 1 ;; esac\nexec /bin/mkdir \"$@\"\n")
     done = subprocess.run(["sh", os.path.join(ROLE, "files", "gpudirect-roce-qos"), str(conf)],
-                          env=dict(env, GPUDIRECT_ROCE_QOS_WAIT="1"), capture_output=True, text=True, timeout=120)
+                          env=dict(env, GPUDIRECT_ROCE_QOS_WAIT="1"), capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 1
     assert done.stderr == ("mkdir: cannot create directory '%s/sys/kernel/config/rdma_cm/rxe0': No such device\n"
                            "gpudirect-roce-qos: eth0: setting rdma_cm_tos=rxe0:1:104 failed\n" % sysroot)

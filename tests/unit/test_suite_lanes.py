@@ -24,7 +24,7 @@ def run_bash(tmp_path, script, *prefix, **env):
     these tests run (a suite run found LANE_POOL="" emptying a test's pool)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("LANE_", "GPUDIRECT_TEST_"))}
     base.update(env, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"))
-    return subprocess.run([*prefix, "bash", "-c", script], cwd=tmp_path, env=base, timeout=30,
+    return subprocess.run([*prefix, "bash", "-c", script], cwd=tmp_path, env=base, timeout=HANG_GUARD_S,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
