@@ -207,6 +207,31 @@ if [[ ${1:-} == --lane ]]; then
 fi
 export GPUDIRECT_TEST_T0=$t_all
 mkdir -p .cache
+# The harness's HTTP servers on 127.0.0.1: the stand-in vendor repositories, the next
+# kernel ABI and the slim Debian repository. A scenario's create step starts them and
+# leaves them to the next scenario; when the suite ends it stops each one that was not
+# serving when it began (one that was belongs to a demo or another suite still running).
+harness_servers=(
+  "${GPUDIRECT_STANDIN_PORT:-8765} tests/harness/standin_repo/serve.sh stop ${GPUDIRECT_STANDIN_PORT:-8765}"
+  "${GPUDIRECT_KERNEL_REPO_PORT:-8766} python3 tests/harness/vm/kernel_repo.py stop ${GPUDIRECT_KERNEL_REPO_PORT:-8766}"
+  "${GPUDIRECT_DEBIAN_SLIM_PORT:-8767} python3 tests/harness/vm/debian_mirror.py stop --port ${GPUDIRECT_DEBIAN_SLIM_PORT:-8767}"
+)
+serving() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+servers_found=()
+for entry in "${harness_servers[@]}"; do
+  serving "${entry%% *}" && servers_found+=("${entry%% *}")
+done
+stop_servers() {
+  local entry port
+  for entry in "${harness_servers[@]}"; do
+    port=${entry%% *}
+    [[ " ${servers_found[*]} " == *" $port "* ]] && continue
+    serving "$port" || continue
+    # shellcheck disable=SC2086  # the stop command, one word per argument
+    (cd "$ROOT" && ${entry#* } >/dev/null 2>&1) && echo "=== stopped the harness server this run started on 127.0.0.1:$port"
+  done
+}
+trap stop_servers EXIT
 results=$ROOT/.cache/test-results.$$
 : >"$results"
 export GPUDIRECT_TEST_RESULTS=$results
@@ -230,7 +255,7 @@ else
     echo "=== lane $name ($*, then the pool: $pool) runs beside this one: .cache/lane-$name.log"
   }
   lane_pids=() lane_names=()
-  trap 'for p in "${lane_pids[@]}"; do kill -TERM -- -"$p" 2>/dev/null; done; rm -rf "$results" "$results".claim-*' EXIT
+  trap 'for p in "${lane_pids[@]}"; do kill -TERM -- -"$p" 2>/dev/null; done; rm -rf "$results" "$results".claim-*; stop_servers' EXIT
   trap 'exit 130' INT TERM
   # rdma saves its converged node after its idempotence step, then goes on with its
   # later checks; kernel_update and secureboot start from that node
@@ -251,7 +276,7 @@ else
     wait "${lane_pids[i]}"
     wait $!
   done
-  trap - EXIT
+  trap stop_servers EXIT
 fi
 
 # report: the table of stages, when each lane ended, and the total against the
