@@ -8,6 +8,10 @@
     directories, the stage's playbook files, and the shared code its files reach: the
     modules (``library/``) named in them, the ``module_utils`` those modules import (and
     those import in turn), and the filter plugin files whose filters they use. The
+    project root is a checkout (``site.yml`` at its top) or the installed collection
+    ``gpudirect.rdma`` (``MANIFEST.json``, ``playbooks/site.yml``, the same code under
+    ``plugins/``: ``scripts/build-collection.sh``); the files are read where that layout
+    keeps them, and a collection's imports by the collection's names are followed too. The
     ansible-core version is not part of it: an upgrade of the controller alone re-runs no
     stage. ``stages`` maps a stage name to ``{"roles": [...], "playbooks": [...]}``.
 
@@ -28,7 +32,27 @@ SKIP_DIRS = ("__pycache__", ".pytest_cache")
 SKIP_SUFFIXES = (".md", ".pyc")
 
 
-_MODULE_UTILS_IMPORT = re.compile(r"ansible\.module_utils(?:\.|\s+import\s+)(gpudirect_\w+)")
+# a checkout imports its helpers as ansible.module_utils.<stem>; the installed collection by its
+# own names (ansible_collections.gpudirect.rdma.plugins.module_utils.<stem>, .plugin_utils.<stem>)
+_MODULE_UTILS_IMPORT = re.compile(
+    r"(?:ansible\.module_utils|\.plugins\.(?:module_utils|plugin_utils))(?:\.|\s+import\s+)(gpudirect_\w+)")
+
+# Where each kind of shared code lives: in a checkout, and in the installed collection.
+CHECKOUT = {"library": "library", "module_utils": "module_utils", "plugin_utils": "plugin_utils",
+            "filter_plugins": "filter_plugins"}
+COLLECTION = {"library": "plugins/modules", "module_utils": "plugins/module_utils",
+              "plugin_utils": "plugins/plugin_utils", "filter_plugins": "plugins/filter"}
+
+
+def layout(root):
+    """The folders of ``root``'s shared code (:data:`CHECKOUT` or :data:`COLLECTION`), or an
+    ``AnsibleFilterError`` when ``root`` is neither the toolkit's checkout nor its installed collection."""
+    if os.path.isfile(os.path.join(root, "site.yml")):
+        return CHECKOUT
+    if os.path.isfile(os.path.join(root, "MANIFEST.json")) and os.path.isfile(os.path.join(root, "playbooks", "site.yml")):
+        return COLLECTION
+    raise AnsibleFilterError("gpudirect_stage_digests: %r is neither the toolkit's checkout (site.yml at its top) nor "
+                             "the installed collection gpudirect.rdma (MANIFEST.json and playbooks/site.yml)" % (root,))
 _FILTER_NAMES = re.compile(r"[\"'](\w+)[\"']\s*:")
 
 
@@ -49,26 +73,29 @@ def _tree(root, rel):
     return out
 
 
-def _shared_code(root):
-    """``(modules, utils, filters)``: library stems, helper stem -> file (module_utils/ and
-    plugin_utils/, both imported as ``ansible.module_utils.<stem>``), filter name -> file."""
-    def stems(part, suffix=".py"):
-        folder = os.path.join(root, part)
+def _shared_code(root, folders):
+    """``(modules, utils, filters)``: module stem -> file, helper stem -> file (module_utils and
+    plugin_utils, both imported as ``ansible.module_utils.<stem>`` in a checkout), filter name ->
+    file; ``folders``: the layout's (:func:`layout`)."""
+    def stems(kind, suffix=".py"):
+        folder = os.path.join(root, folders[kind])
         return sorted(f[:-len(suffix)] for f in os.listdir(folder) if f.endswith(suffix)) if os.path.isdir(folder) else []
     filters = {}
     for stem in stems("filter_plugins"):
-        rel = "filter_plugins/%s.py" % stem
+        rel = "%s/%s.py" % (folders["filter_plugins"], stem)
         text = _read(os.path.join(root, rel)).decode("utf-8", "replace")
         body = text.split("def filters(self)", 1)[-1] if "def filters(self)" in text else ""
         for name in _FILTER_NAMES.findall(body):
             filters[name] = rel
-    utils = dict((stem, "%s/%s.py" % (part, stem)) for part in ("module_utils", "plugin_utils") for stem in stems(part))
-    return stems("library"), utils, filters
+    utils = dict((stem, "%s/%s.py" % (folders[kind], stem)) for kind in ("module_utils", "plugin_utils")
+                 for stem in stems(kind))
+    modules = dict((stem, "%s/%s.py" % (folders["library"], stem)) for stem in stems("library"))
+    return modules, utils, filters
 
 
 def stage_files(root, roles, playbooks):
     """Every toolkit file a stage's run depends on (relative paths, sorted)."""
-    modules, utils, filters = _shared_code(root)
+    modules, utils, filters = _shared_code(root, layout(root))
     files = set()
     for role in roles:
         if not os.path.isdir(os.path.join(root, "roles", role)):
@@ -85,7 +112,7 @@ def stage_files(root, roles, playbooks):
         found = set()
         if rel.endswith((".yml", ".yaml", ".j2")):
             words = set(re.findall(r"\b\w+\b", text))
-            found.update("library/%s.py" % m for m in modules if m in words)
+            found.update(path for stem, path in modules.items() if stem in words)
             found.update(path for name, path in filters.items() if name in words)
         if rel.endswith(".py"):
             found.update(utils[u] for u in _MODULE_UTILS_IMPORT.findall(text) if u in utils)
@@ -100,9 +127,7 @@ def stage_digests(variables, project_root, stages):
         raise AnsibleFilterError("gpudirect_stage_digests: expected a dict of variables, got %s"
                                  % type(variables).__name__)
     root = str(project_root or "")
-    if not os.path.isfile(os.path.join(root, "site.yml")):
-        raise AnsibleFilterError("gpudirect_stage_digests: %r is not the toolkit's directory (no site.yml there)"
-                                 % (project_root,))
+    layout(root)
     if not isinstance(stages, dict) or not stages:
         raise AnsibleFilterError("gpudirect_stage_digests: expected the stages as {name: {roles, playbooks}}")
     prefixes = {}

@@ -18,7 +18,8 @@ and runs
   the module gpudirect.rdma.gpudirect_facts (it only reads, and works without GPUs), the
   filter gpudirect.rdma.gpudirect_input_errors, and the read-only plan entry point of the role
   gpudirect.rdma.gpudirect_pcie_acs (its validate step runs the collection's filter, its plan step the
-  collection's gpudirect_pcie_acs module by its short name, in check mode);
+  collection's gpudirect_pcie_acs module by its short name, in check mode), and the converged-state
+  check gpudirect.rdma.gpudirect_state, whose digests read the collection's own files;
 
 and fails when the build, the install or any task of the play fails.
 """
@@ -60,9 +61,16 @@ PLAY = """\
         name: gpudirect.rdma.gpudirect_pcie_acs
         tasks_from: plan
 
+    # the converged-state check (site.yml's second play) digests the toolkit's own files, which
+    # the installed collection keeps under plugins/ (issue #45: it failed "not the toolkit's directory")
+    - name: State check
+      ansible.builtin.include_role:
+        name: gpudirect.rdma.gpudirect_state
+
     - name: Results
       ansible.builtin.debug:
         msg:
+          state_inputs: "{{ gpudirect_state_inputs | from_json }}"
           facts_keys: "{{ facts.ansible_facts.gpudirect.keys() | list }}"
           gpus: "{{ facts.ansible_facts.gpudirect.gpus }}"
           input_errors_bad: "{{ input_errors_bad }}"
@@ -199,6 +207,9 @@ def test_fqcn_play_runs_module_filter_and_role_from_the_installed_collection(ins
     assert isinstance(result["gpus"], list)
     assert len(result["input_errors_bad"]) == 1 and "k=" in result["input_errors_bad"][0], result["input_errors_bad"]
     assert result["input_errors_good"] == []
+    # one digest per install stage, each over files of the installed collection (plugins/ included)
+    assert sorted(result["state_inputs"]) == ["drivers", "os_pin", "pcie_acs", "verify"], result["state_inputs"]
+    assert all(len(d) == 64 for d in result["state_inputs"].values()), result["state_inputs"]
     plan = result["gpudirect_pcie_acs_plan"]
     assert {"acs", "changes", "disruption", "bridges"} <= set(plan), plan
     assert plan["acs"]["failed"] is False

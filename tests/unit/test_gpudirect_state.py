@@ -368,7 +368,7 @@ def test_inputs_digest_of_the_real_toolkit_is_stable():
 
 @pytest.mark.parametrize("variables, root, message", [
     (["gpudirect_a"], None, "expected a dict"),
-    ({}, "/nonexistent", "not the toolkit's directory"),
+    ({}, "/nonexistent", "is neither the toolkit's checkout"),
 ])
 def test_inputs_digest_rejects_bad_input(tmp_path, variables, root, message):
     with pytest.raises(AnsibleFilterError, match=message):

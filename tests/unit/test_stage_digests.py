@@ -79,7 +79,7 @@ def test_variables_count_for_the_stage_of_their_role():
 def test_bad_input_is_named(tmp_path):
     with pytest.raises(AnsibleFilterError, match="expected a dict of variables"):
         stage_digests([], ROOT, STAGES)
-    with pytest.raises(AnsibleFilterError, match="no site.yml there"):
+    with pytest.raises(AnsibleFilterError, match="neither the toolkit.s checkout .site.yml at its top. nor the installed collection"):
         stage_digests({}, str(tmp_path), STAGES)
     with pytest.raises(AnsibleFilterError, match="no role 'nope'"):
         stage_digests({}, ROOT, {"x": {"roles": ["nope"], "playbooks": []}})
@@ -126,3 +126,31 @@ def test_changed_stages_and_node_differences():
 @pytest.mark.parametrize("text", ["", "null", "[]", "{}", '{"drivers": 1}', "{not json"])
 def test_inputs_that_are_not_stage_digests(text):
     assert st.stage_inputs(text) is None
+
+
+def test_the_installed_collection_is_read_where_it_keeps_its_code(tmp_path):
+    """Issue #45: from an installed collection (MANIFEST.json, playbooks/site.yml, plugins/ in
+    Ansible's layout, imports by the collection's names) the digests follow the same references
+    as in a checkout: the module a role names, the helpers it imports, the filter it uses."""
+    root = tmp_path / "ansible_collections" / "gpudirect" / "rdma"
+    for rel, text in {
+        "MANIFEST.json": "{}",
+        "playbooks/site.yml": "---\n",
+        "playbooks/x.yml": "---\n",
+        "roles/gpudirect_x/tasks/main.yml": "- gpudirect_x_mod: {}\n- debug: {msg: \"{{ 1 | gpudirect.rdma.gpudirect_x_f }}\"}\n",
+        "plugins/modules/gpudirect_x_mod.py":
+            "from ansible_collections.gpudirect.rdma.plugins.module_utils.gpudirect_x_util import f\n",
+        "plugins/module_utils/gpudirect_x_util.py": "from ansible_collections.gpudirect.rdma.plugins.module_utils import gpudirect_x_deep\n",
+        "plugins/module_utils/gpudirect_x_deep.py": "",
+        "plugins/module_utils/gpudirect_unused.py": "",
+        "plugins/filter/gpudirect_x_filters.py": "class FilterModule(object):\n    def filters(self):\n        return {'gpudirect_x_f': len}\n",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    files = stage_files(str(root), roles=["gpudirect_x"], playbooks=["playbooks/x.yml"])
+    assert files == ["playbooks/x.yml", "plugins/filter/gpudirect_x_filters.py", "plugins/module_utils/gpudirect_x_deep.py",
+                     "plugins/module_utils/gpudirect_x_util.py", "plugins/modules/gpudirect_x_mod.py",
+                     "roles/gpudirect_x/tasks/main.yml"]
+    digests = stage_digests({}, str(root), {"x": {"roles": ["gpudirect_x"], "playbooks": ["playbooks/x.yml"]}})
+    (root / "plugins/module_utils/gpudirect_x_deep.py").write_text("# changed\n")
+    assert stage_digests({}, str(root), {"x": {"roles": ["gpudirect_x"], "playbooks": ["playbooks/x.yml"]}}) != digests
