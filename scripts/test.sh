@@ -27,7 +27,7 @@
 #
 # With no arguments the default set runs in two lanes, one per core: TCG guests and
 # Ansible controllers beside them lose throughput when more of them run than there
-# are cores (benchmarks/suite-time.md, 2026-11-29: the same 11 module calls on 1, 2,
+# are cores (benchmarks/suite-time.md: the same 11 module calls on 1, 2,
 # 3 and 4 VMs at once took 20.6, 25.7, 43 and 64 s each, so 4 at once did 20 % less
 # work per second than 2). The background lane runs rdma, the foreground lane runs
 # container and slurm. Then each lane takes the next stage of the shared pool
@@ -59,7 +59,7 @@ export ANSIBLE_CONFIG=$ROOT/ansible.cfg ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 # five TCG guests share 2 cores here, and a guest vCPU that waits on a descheduled
 # sibling (a TLB shootdown, a spinlock) spins. The same kernel install from rdma's
 # saved node beside two busy processes: 307.6 s with 2 vCPUs, 246.1 s with 1; alone
-# with 1: 110.5 s (benchmarks/suite-time.md, 2026-11-27).
+# with 1: 110.5 s (benchmarks/suite-time.md).
 export GPUDIRECT_VM_SMP=${GPUDIRECT_VM_SMP:-1}
 
 stage_static() {
