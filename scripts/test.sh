@@ -209,20 +209,35 @@ export GPUDIRECT_TEST_T0=$t_all
 mkdir -p .cache
 # The harness's HTTP servers on 127.0.0.1: the stand-in vendor repositories, the next
 # kernel ABI and the slim Debian repository. A scenario's create step starts them and
-# leaves them to the next scenario; when the suite ends it stops each one that was not
-# serving when it began (one that was belongs to a demo or another suite still running).
+# leaves them to the next scenario. When the suite ends it stops each one that was not
+# serving when it began (one that was belongs to a demo or another suite), unless another
+# suite is still running: each suite notes its pid under the cache's harness-users/, and
+# the last one to end stops what it started. (A scenario run by hand with molecule beside
+# a suite is not noted: start the servers before either, and neither stops them.)
 harness_servers=(
   "${GPUDIRECT_STANDIN_PORT:-8765} tests/harness/standin_repo/serve.sh stop ${GPUDIRECT_STANDIN_PORT:-8765}"
   "${GPUDIRECT_KERNEL_REPO_PORT:-8766} python3 tests/harness/vm/kernel_repo.py stop ${GPUDIRECT_KERNEL_REPO_PORT:-8766}"
   "${GPUDIRECT_DEBIAN_SLIM_PORT:-8767} python3 tests/harness/vm/debian_mirror.py stop --port ${GPUDIRECT_DEBIAN_SLIM_PORT:-8767}"
 )
+harness_users=${GPUDIRECT_CACHE:-$HOME/.cache/gpudirect-rdma}/harness-users
+mkdir -p "$harness_users" && echo "$ROOT" >"$harness_users/$$"
 serving() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 servers_found=()
 for entry in "${harness_servers[@]}"; do
   serving "${entry%% *}" && servers_found+=("${entry%% *}")
 done
 stop_servers() {
-  local entry port
+  local entry port user others=()
+  rm -f "$harness_users/$$"
+  for user in "$harness_users"/*; do
+    [[ -e $user ]] || continue
+    # a pid that is gone (a suite killed with -9) or reused by another program is no user
+    if grep -qs 'scripts/test.sh' "/proc/${user##*/}/cmdline"; then others+=("${user##*/}"); else rm -f "$user"; fi
+  done
+  if ((${#others[@]})); then
+    echo "=== the harness servers are left running: another suite (pid ${others[*]}) uses them"
+    return 0
+  fi
   for entry in "${harness_servers[@]}"; do
     port=${entry%% *}
     [[ " ${servers_found[*]} " == *" $port "* ]] && continue

@@ -120,6 +120,9 @@ def answers(port):
 
 
 def test_the_suite_stops_the_servers_it_started_and_leaves_the_others(tmp_path):
+    # a suite that was killed with -9 left its note: a pid that is gone is no user
+    (tmp_path / "cache" / "harness-users").mkdir(parents=True)
+    (tmp_path / "cache" / "harness-users" / "999999999").write_text("/gone\n")
     standin, kernel, slim = free_port(), free_port(), free_port()
     (tmp_path / "listener.py").write_text(LISTENER)
     for rel in ("tests/harness/standin_repo/serve.sh", "tests/harness/vm/kernel_repo.py",
@@ -137,6 +140,7 @@ def test_the_suite_stops_the_servers_it_started_and_leaves_the_others(tmp_path):
                 break
             subprocess.run(["sleep", "0.05"], check=True)
         env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"), FAKE_ROOT=str(tmp_path),
+                   GPUDIRECT_CACHE=str(tmp_path / "cache"),
                    LATER="%d %d" % (kernel, slim), GPUDIRECT_STANDIN_PORT=str(standin),
                    GPUDIRECT_KERNEL_REPO_PORT=str(kernel), GPUDIRECT_DEBIAN_SLIM_PORT=str(slim))
         proc = subprocess.run(["bash", "-c", BLOCK], cwd=tmp_path, env=env, timeout=HANG_GUARD_S,
@@ -150,6 +154,42 @@ def test_the_suite_stops_the_servers_it_started_and_leaves_the_others(tmp_path):
         assert before.poll() is None and answers(standin)
     finally:
         before.kill()
+        for port in (kernel, slim):
+            pidfile = tmp_path / ("pid-%d" % port)
+            if pidfile.exists():
+                subprocess.run(["kill", pidfile.read_text().strip()], check=False, stderr=subprocess.DEVNULL)
+
+
+def test_a_suite_leaves_the_servers_to_another_suite_still_running(tmp_path):
+    kernel, slim = free_port(), free_port()
+    standin = free_port()
+    (tmp_path / "listener.py").write_text(LISTENER)
+    for rel in ("tests/harness/standin_repo/serve.sh", "tests/harness/vm/kernel_repo.py",
+                "tests/harness/vm/debian_mirror.py"):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(STOP)
+        path.chmod(0o755)
+    users = tmp_path / "cache" / "harness-users"
+    users.mkdir(parents=True)
+    # another suite, started after this one's servers came up: a live scripts/test.sh
+    other = subprocess.Popen(["bash", "-c", "exec -a scripts/test.sh sleep 600"])
+    (users / str(other.pid)).write_text("/elsewhere\n")
+    try:
+        env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"), FAKE_ROOT=str(tmp_path),
+                   GPUDIRECT_CACHE=str(tmp_path / "cache"), LATER="%d %d" % (kernel, slim),
+                   GPUDIRECT_STANDIN_PORT=str(standin), GPUDIRECT_KERNEL_REPO_PORT=str(kernel),
+                   GPUDIRECT_DEBIAN_SLIM_PORT=str(slim))
+        proc = subprocess.run(["bash", "-c", BLOCK], cwd=tmp_path, env=env, timeout=HANG_GUARD_S,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.returncode == 0, proc.stdout
+        assert not (tmp_path / "stops").exists(), proc.stdout
+        assert "left running: another suite (pid %d) uses them" % other.pid in proc.stdout
+        assert answers(kernel) and answers(slim)
+        # this suite's own note is gone, the other's stays
+        assert sorted(p.name for p in users.iterdir()) == [str(other.pid)]
+    finally:
+        other.kill()
         for port in (kernel, slim):
             pidfile = tmp_path / ("pid-%d" % port)
             if pidfile.exists():
