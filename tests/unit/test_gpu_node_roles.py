@@ -22,6 +22,7 @@ import gpu_node_sim as sim
 from ansible.module_utils import gpudirect_nvidia_plan as plan
 from ansible.module_utils import gpudirect_peermem as peermem
 from conftest import PROJECT_FIXTURES, ROOT
+from hang_guard import HANG_GUARD_S
 
 FACTS = os.path.join(PROJECT_FIXTURES, "gpu_node", "h200", "gpudirect_facts.json")
 NOUVEAU_CONF = "/etc/modprobe.d/gpudirect-blacklist-nouveau.conf"
@@ -170,7 +171,6 @@ real.main()
 FACTS_MODULE = """#!/usr/bin/python3
 import json
 from ansible.module_utils.basic import AnsibleModule
-from hang_guard import HANG_GUARD_S
 module = AnsibleModule(argument_spec={{}}, supports_check_mode=True)
 with open({facts!r}) as handle:
     module.exit_json(changed=False, ansible_facts=json.load(handle)["ansible_facts"])
