@@ -119,11 +119,8 @@ def answers(port):
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_the_suite_stops_the_servers_it_started_and_leaves_the_others(tmp_path):
-    # a suite that was killed with -9 left its note: a pid that is gone is no user
-    (tmp_path / "cache" / "harness-users").mkdir(parents=True)
-    (tmp_path / "cache" / "harness-users" / "999999999").write_text("/gone\n")
-    standin, kernel, slim = free_port(), free_port(), free_port()
+def fake_tree(tmp_path):
+    """The listener script and the stand-in stop commands under ``tmp_path`` (the fake ROOT)."""
     (tmp_path / "listener.py").write_text(LISTENER)
     for rel in ("tests/harness/standin_repo/serve.sh", "tests/harness/vm/kernel_repo.py",
                 "tests/harness/vm/debian_mirror.py"):
@@ -131,6 +128,32 @@ def test_the_suite_stops_the_servers_it_started_and_leaves_the_others(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(STOP)
         path.chmod(0o755)
+
+
+def run_block(tmp_path, standin, kernel, slim):
+    """The server block of scripts/test.sh in the fake ROOT; the kernel and slim servers start during it."""
+    env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"), FAKE_ROOT=str(tmp_path),
+               GPUDIRECT_CACHE=str(tmp_path / "cache"), LATER="%d %d" % (kernel, slim),
+               GPUDIRECT_STANDIN_PORT=str(standin), GPUDIRECT_KERNEL_REPO_PORT=str(kernel),
+               GPUDIRECT_DEBIAN_SLIM_PORT=str(slim))
+    return subprocess.run(["bash", "-c", BLOCK], cwd=tmp_path, env=env, timeout=HANG_GUARD_S,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def kill_started(tmp_path, ports):
+    """Stop the listeners the block started that are still up (pid-PORT files)."""
+    for port in ports:
+        pidfile = tmp_path / ("pid-%d" % port)
+        if pidfile.exists():
+            subprocess.run(["kill", pidfile.read_text().strip()], check=False, stderr=subprocess.DEVNULL)
+
+
+def test_the_suite_stops_the_servers_it_started_and_leaves_the_others(tmp_path):
+    # a suite that was killed with -9 left its note: a pid that is gone is no user
+    (tmp_path / "cache" / "harness-users").mkdir(parents=True)
+    (tmp_path / "cache" / "harness-users" / "999999999").write_text("/gone\n")
+    standin, kernel, slim = free_port(), free_port(), free_port()
+    fake_tree(tmp_path)
     # the stand-in repository was serving before the suite began (a demo's)
     before = subprocess.Popen(["python3", str(tmp_path / "listener.py"), str(standin)])
     (tmp_path / ("pid-%d" % standin)).write_text(str(before.pid))
@@ -139,12 +162,7 @@ def test_the_suite_stops_the_servers_it_started_and_leaves_the_others(tmp_path):
             if answers(standin):
                 break
             subprocess.run(["sleep", "0.05"], check=True)
-        env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"), FAKE_ROOT=str(tmp_path),
-                   GPUDIRECT_CACHE=str(tmp_path / "cache"),
-                   LATER="%d %d" % (kernel, slim), GPUDIRECT_STANDIN_PORT=str(standin),
-                   GPUDIRECT_KERNEL_REPO_PORT=str(kernel), GPUDIRECT_DEBIAN_SLIM_PORT=str(slim))
-        proc = subprocess.run(["bash", "-c", BLOCK], cwd=tmp_path, env=env, timeout=HANG_GUARD_S,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = run_block(tmp_path, standin, kernel, slim)
         assert proc.returncode == 0, proc.stdout
         stops = (tmp_path / "stops").read_text().splitlines() if (tmp_path / "stops").exists() else []
         # kernel_repo.py stop PORT, debian_mirror.py stop --port PORT; never serve.sh
@@ -154,34 +172,20 @@ def test_the_suite_stops_the_servers_it_started_and_leaves_the_others(tmp_path):
         assert before.poll() is None and answers(standin)
     finally:
         before.kill()
-        for port in (kernel, slim):
-            pidfile = tmp_path / ("pid-%d" % port)
-            if pidfile.exists():
-                subprocess.run(["kill", pidfile.read_text().strip()], check=False, stderr=subprocess.DEVNULL)
+        kill_started(tmp_path, (kernel, slim))
 
 
 def test_a_suite_leaves_the_servers_to_another_suite_still_running(tmp_path):
     kernel, slim = free_port(), free_port()
     standin = free_port()
-    (tmp_path / "listener.py").write_text(LISTENER)
-    for rel in ("tests/harness/standin_repo/serve.sh", "tests/harness/vm/kernel_repo.py",
-                "tests/harness/vm/debian_mirror.py"):
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(STOP)
-        path.chmod(0o755)
+    fake_tree(tmp_path)
     users = tmp_path / "cache" / "harness-users"
     users.mkdir(parents=True)
     # another suite, started after this one's servers came up: a live scripts/test.sh
     other = subprocess.Popen(["bash", "-c", "exec -a scripts/test.sh sleep 600"])
     (users / str(other.pid)).write_text("/elsewhere\n")
     try:
-        env = dict(os.environ, TEST_SH=os.path.join(ROOT, "scripts", "test.sh"), FAKE_ROOT=str(tmp_path),
-                   GPUDIRECT_CACHE=str(tmp_path / "cache"), LATER="%d %d" % (kernel, slim),
-                   GPUDIRECT_STANDIN_PORT=str(standin), GPUDIRECT_KERNEL_REPO_PORT=str(kernel),
-                   GPUDIRECT_DEBIAN_SLIM_PORT=str(slim))
-        proc = subprocess.run(["bash", "-c", BLOCK], cwd=tmp_path, env=env, timeout=HANG_GUARD_S,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = run_block(tmp_path, standin, kernel, slim)
         assert proc.returncode == 0, proc.stdout
         assert not (tmp_path / "stops").exists(), proc.stdout
         assert "left running: another suite (pid %d) uses them" % other.pid in proc.stdout
@@ -190,7 +194,4 @@ def test_a_suite_leaves_the_servers_to_another_suite_still_running(tmp_path):
         assert sorted(p.name for p in users.iterdir()) == [str(other.pid)]
     finally:
         other.kill()
-        for port in (kernel, slim):
-            pidfile = tmp_path / ("pid-%d" % port)
-            if pidfile.exists():
-                subprocess.run(["kill", pidfile.read_text().strip()], check=False, stderr=subprocess.DEVNULL)
+        kill_started(tmp_path, (kernel, slim))
