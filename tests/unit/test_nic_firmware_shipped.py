@@ -16,10 +16,10 @@ import pytest
 
 import gpudirect_nic_config as module
 from ansible.module_utils import gpudirect_nic_config as nic
-from conftest import PROJECT_FIXTURES, ROOT
+from conftest import PROJECT_FIXTURES
+from standin_mft import STANDIN, standin_on_path
 from sysfs_tree import SysfsTree
 
-STANDIN = os.path.join(ROOT, "tests", "harness", "standin_repo", "src", "mft", "mlxconfig")
 FIXTURES = os.path.join(PROJECT_FIXTURES, "nic_config")
 CX7 = "0000:17:00.0"
 NVIDIA = "MT_0000000834"
@@ -147,14 +147,7 @@ def test_the_image_is_held_to_its_pin_and_the_knob():
 def node(tmp_path, monkeypatch):
     tree = SysfsTree(tmp_path / "root")
     tree.add_nic(CX7, device=0x1021)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    os.symlink(sys.executable, str(bindir / "python3"))
-    for name in ("mstconfig", "mstflint"):
-        os.symlink(STANDIN, str(bindir / name))
-    state = tmp_path / "standin-state"
-    monkeypatch.setenv("STANDIN_MLXCONFIG_STATE", str(state))
-    monkeypatch.setenv("PATH", str(bindir))
+    bindir, state = standin_on_path(tmp_path, monkeypatch)
 
     class Node:
         root = tree.root

@@ -14,10 +14,10 @@ import pytest
 
 import gpudirect_nic_config as module
 from ansible.module_utils import gpudirect_nic_config as nic
-from conftest import PROJECT_FIXTURES, ROOT
+from conftest import PROJECT_FIXTURES
+from standin_mft import STANDIN, standin_on_path
 from sysfs_tree import SysfsTree
 
-STANDIN = os.path.join(ROOT, "tests", "harness", "standin_repo", "src", "mft", "mlxconfig")
 FIXTURES = os.path.join(PROJECT_FIXTURES, "nic_config")
 CX7 = "0000:17:00.0"
 CX7_PSID = "MT_0000000834"
@@ -123,14 +123,7 @@ def node(tmp_path, monkeypatch):
     tree = SysfsTree(tmp_path / "root")
     tree.add_nic(CX7, device=0x1021)
     tree.add_nic("0000:17:00.1", device=0x1021)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    os.symlink(sys.executable, str(bindir / "python3"))
-    for name in ("mstconfig", "mstflint"):
-        os.symlink(STANDIN, str(bindir / name))
-    state = tmp_path / "standin-state"
-    monkeypatch.setenv("STANDIN_MLXCONFIG_STATE", str(state))
-    monkeypatch.setenv("PATH", str(bindir))
+    _bindir, state = standin_on_path(tmp_path, monkeypatch)
     subprocess.run([sys.executable, STANDIN, "--standin-add", CX7, "ConnectX7"], check=True)
 
     class Node:
