@@ -36,6 +36,7 @@ SKIP_SUFFIXES = (".md", ".pyc")
 # own names (ansible_collections.gpudirect.rdma.plugins.module_utils.<stem>, .plugin_utils.<stem>)
 _MODULE_UTILS_IMPORT = re.compile(
     r"(?:ansible\.module_utils|\.plugins\.(?:module_utils|plugin_utils))(?:\.|\s+import\s+)(gpudirect_\w+)")
+_FILTER_NAMES = re.compile(r"[\"'](\w+)[\"']\s*:")
 
 # Where each kind of shared code lives: in a checkout, and in the installed collection.
 CHECKOUT = {"library": "library", "module_utils": "module_utils", "plugin_utils": "plugin_utils",
@@ -53,7 +54,6 @@ def layout(root):
         return COLLECTION
     raise AnsibleFilterError("gpudirect_stage_digests: %r is neither the toolkit's checkout (site.yml at its top) nor "
                              "the installed collection gpudirect.rdma (MANIFEST.json and playbooks/site.yml)" % (root,))
-_FILTER_NAMES = re.compile(r"[\"'](\w+)[\"']\s*:")
 
 
 def _read(path):
