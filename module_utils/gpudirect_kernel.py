@@ -552,6 +552,21 @@ def _grub_quote(word):
     return "'" + word.replace("'", "'\\''") + "'"
 
 
+def kernel_word(arg):
+    """A GRUB_CMDLINE_LINUX word (what a drop-in holds, e.g. ``pci=config_acs="a;b"``) as
+    the kernel receives it once grub-mkconfig has written it into grub.cfg and GRUB's
+    parser has read it there: the shell-style quotes dropped (``pci=config_acs=a;b``).
+    A value that holds a space keeps the double quotes the kernel's own parser strips
+    (``key="a b"``), else the kernel would split it in two."""
+    if not any(c in arg for c in "\"'\\"):
+        return arg
+    word = "".join(_words(arg))
+    if not any(c.isspace() for c in word):
+        return word
+    key, sep, value = word.partition("=")
+    return '%s="%s"' % (key, value) if sep else '"%s"' % word
+
+
 def edit_args(current, edits):
     """``current`` arguments after each ``{"args", "owned_before"}`` edit in turn:
     the owner's wanted arguments added, the ones it set before and no longer wants
@@ -616,7 +631,12 @@ def trial_plan(plan, boot, edits, owners, dropin_changed):
         out["unavailable"] = ("the default GRUB entry cannot be read (no /boot/grub/grub.cfg yet, or a default entry "
                               "that loads no Linux kernel), so there is no proven entry to copy")
         return out
-    trial_args = edit_args(boot["args"], edits)
+    # boot["args"] are grub.cfg's words as GRUB passes them; the edits are drop-in words,
+    # which grub-mkconfig would copy into grub.cfg for GRUB to unquote: unquote them
+    # here too, so that the trial entry hands the kernel what the promoted one will
+    trial_args = edit_args(boot["args"], [
+        {"args": [kernel_word(a) for a in edit.get("args") or []],
+         "owned_before": [kernel_word(a) for a in edit.get("owned_before") or []]} for edit in edits])
     script = render_trial_script(boot, trial_args, owners)
     if script is None:
         out["unavailable"] = "the default GRUB entry %s has no linux line to copy" % boot.get("title")

@@ -12,8 +12,8 @@ import pytest
 import gpudirect_kernel_args
 from ansible.module_utils.gpudirect_kernel import (
     arg_units, default_boot_kernel, edit_args, grub_default_entry, grubby_edit, kernel_args_plan, missing_args,
-    parse_dropin_args, parse_grub_cfg, parse_grubby_info, parse_grubenv, render_dropin, render_trial_script,
-    resolve_grub_default)
+    kernel_word, parse_dropin_args, parse_grub_cfg, parse_grubby_info, parse_grubenv, render_dropin,
+    render_trial_script, resolve_grub_default, trial_plan)
 from conftest import PROJECT_FIXTURES, ROOT
 
 HERE = os.path.join(PROJECT_FIXTURES, "boot")
@@ -403,11 +403,37 @@ def test_boot_once_without_a_default_entry_to_copy_writes_the_default_and_says_s
 def test_trial_script_quotes_what_grub_would_split():
     entry = {"title": "Debian GNU/Linux", "body": ["\tlinux\t/boot/vmlinuz-6.1.0-40-amd64 root=UUID=x ro quiet",
                                                     "\tinitrd\t/boot/initrd.img-6.1.0-40-amd64"]}
-    script = render_trial_script(entry, ["root=UUID=x", "ro", "$vt_handoff", 'pci=config_acs="a;b"'], ["pcie_acs"])
+    script = render_trial_script(entry, ["root=UUID=x", "ro", "$vt_handoff", "pci=config_acs=a;b"], ["pcie_acs"])
     line = [ln for ln in script.splitlines() if ln.strip().startswith("linux")][0]
-    assert line == "\tlinux /boot/vmlinuz-6.1.0-40-amd64 root=UUID=x ro $vt_handoff 'pci=config_acs=\"a;b\"'"
-    assert parse_grub_cfg(script.split("\n", 5)[5])["entries"][0]["args"][-1] == 'pci=config_acs="a;b"'
+    assert line == "\tlinux /boot/vmlinuz-6.1.0-40-amd64 root=UUID=x ro $vt_handoff 'pci=config_acs=a;b'"
+    assert parse_grub_cfg(script.split("\n", 5)[5])["entries"][0]["args"][-1] == "pci=config_acs=a;b"
     assert render_trial_script({"title": "x", "body": ["chainloader +1"]}, ["a"], ["o"]) is None
+
+
+@pytest.mark.parametrize("dropin_word, kernel_gets", [
+    # the form gpudirect_pcie_acs puts in its drop-in; before this, the trial entry
+    # single-quoted it whole and Debian 12's kernel logged "Can't parse
+    # disable_acs_redir parameter" (secureboot scenario, acs-lockdown branch)
+    ('pci=disable_acs_redir="0000:00:04.0"', "pci=disable_acs_redir=0000:00:04.0"),
+    ('pci=config_acs="000000@0000:00:04.0;000000@0000:00:05.0"',
+     "pci=config_acs=000000@0000:00:04.0;000000@0000:00:05.0"),
+    ("iommu=pt", "iommu=pt"),
+    ('dyndbg="file pci.c +p"', 'dyndbg="file pci.c +p"'),
+])
+def test_trial_entry_hands_the_kernel_what_grub_mkconfig_would(dropin_word, kernel_gets):
+    """GRUB drops the quotes of a drop-in word that grub-mkconfig copied into grub.cfg;
+    the trial entry must give the kernel the same word, read back as GRUB reads it."""
+    assert kernel_word(dropin_word) == kernel_gets
+    entry = {"title": "Debian GNU/Linux", "image": "/boot/vmlinuz-6.1.0-40-amd64", "args": ["root=UUID=x", "ro"],
+             "body": ["\tlinux\t/boot/vmlinuz-6.1.0-40-amd64 root=UUID=x ro", "\tinitrd\t/boot/initrd.img-6.1.0-40-amd64"]}
+    plan = {"regenerate": True, "reboot": True}
+    once = trial_plan(plan, entry, [{"args": [dropin_word], "owned_before": []}], ["pcie_acs"], True)
+    assert once["trial_args"] == ["root=UUID=x", "ro", kernel_gets]
+    assert parse_grub_cfg(once["trial"].split("\n", 5)[5])["entries"][0]["args"] == once["trial_args"]
+    # a re-run that already owns the word removes nothing and adds nothing twice
+    again = trial_plan(plan, dict(entry, args=once["trial_args"]),
+                       [{"args": [dropin_word], "owned_before": [dropin_word]}], ["pcie_acs"], True)
+    assert again["trial_args"] == once["trial_args"]
 
 
 def test_edit_args_applies_each_owner_in_turn():
