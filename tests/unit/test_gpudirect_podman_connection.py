@@ -16,8 +16,8 @@ from hang_guard import HANG_GUARD_S
 PLUGINS = os.path.join(ROOT, "tests", "harness", "container", "connection_plugins")
 
 # podman exec: the command here, its stdin only with --interactive (as podman: without it the
-# command reads nothing); `mount` gives / (the "container" is this machine); "stopped" is a
-# container that is not running: podman's own error and exit code 125
+# command reads nothing); `mount` gives / (the "container" is this machine); "stopped" and "gone"
+# give what podman 4.3.1 (Debian 12) gives for a stopped and a removed container
 FAKE_PODMAN = textwrap.dedent("""\
     #!{python}
     import json, os, subprocess, sys
@@ -38,7 +38,14 @@ FAKE_PODMAN = textwrap.dedent("""\
                 args = args[2:]
         if args[0] == "stopped":
             sys.stderr.write("Error: can only create exec sessions on running containers: container state improper\\n")
+            sys.exit(255)
+        if args[0] == "gone":
+            sys.stderr.write('Error: no container with name or ID "gone" found: no such container\\n')
             sys.exit(125)
+        if args[0] == "exits255":
+            # a command that fails with 255 itself: a failed task, not an unreachable node
+            sys.stderr.write("the command's own message\\n")
+            sys.exit(255)
         stdin = sys.stdin.buffer.read() if interactive else b""
         sys.exit(subprocess.run(args[1:], input=stdin).returncode)
     sys.stderr.write("fake podman: %s not handled\\n" % args)
@@ -114,10 +121,13 @@ def test_without_pipelining_the_module_goes_through_a_file_as_before(tmp_path):
     assert [c for c in calls if c[0] == "mount"] == [["mount", "node1"]] * 2, calls
 
 
-def test_a_stopped_container_is_unreachable_not_a_failed_module(tmp_path):
-    run, _ = _run(tmp_path, {"node1": {}, "stopped": {}})
+def test_a_stopped_or_removed_container_is_unreachable_not_a_failed_module(tmp_path):
+    run, _ = _run(tmp_path, {"node1": {}, "stopped": {}, "gone": {}, "exits255": {}})
     assert run.returncode == 4, run.stdout + run.stderr
     recap = {line.split()[0]: line for line in run.stdout.splitlines() if "unreachable=" in line}
-    assert "unreachable=1" in recap["stopped"] and "failed=0" in recap["stopped"], run.stdout
+    for node in ("stopped", "gone"):
+        assert "unreachable=1" in recap[node] and "failed=0" in recap[node], run.stdout
     assert "unreachable=0" in recap["node1"] and "failed=0" in recap["node1"], run.stdout
-    assert "container state improper" in run.stdout
+    # exit 255 without podman's "Error: " line is the command's own: the task fails, the node answered
+    assert "unreachable=0" in recap["exits255"] and "failed=1" in recap["exits255"], run.stdout
+    assert "container state improper" in run.stdout and "no such container" in run.stdout

@@ -9,9 +9,12 @@ chmod and one for the module. Here a module is sent on the stdin of one `podman 
 --interactive`, as ssh with `pipelining = true` (./ansible.cfg) does on a real fleet, and the
 container is mounted only when a file is copied in or out.
 
-A `podman exec` that fails in podman itself (exit 125: the container is stopped or gone) raises
-a connection failure, so the node is unreachable as it was when the temporary directory could
-not be made (the rolling scenario stops a node mid-run).
+A `podman exec` that fails in podman itself raises a connection failure, so the node is
+unreachable as it was when the temporary directory could not be made (the rolling scenario stops
+a node mid-run). podman 4.3.1 (Debian 12) exits 255 with "Error: can only create exec sessions on
+running containers: container state improper" for a stopped container and 125 with "Error: no
+container with name or ID ... found: no such container" for a removed one; its own errors are the
+last line of stderr and begin with "Error: ".
 """
 
 from __future__ import annotations
@@ -82,8 +85,15 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.connection import ConnectionBase, ensure_connect
 from ansible_collections.containers.podman.plugins.connection.podman import Connection as PodmanConnection
 
-# podman's own failure (the container is not running, or does not exist), not the command's
-PODMAN_ERROR = 125
+# exit codes of podman's own failures (a stopped container: 255, a removed one: 125), whose last
+# line of stderr begins with "Error: "; the command's own exit codes pass through
+PODMAN_ERRORS = (125, 255)
+
+
+def podman_failed(rc, stderr):
+    """Whether `podman exec` failed in podman itself, not in the command it ran."""
+    lines = to_native(stderr, errors="surrogate_or_replace").strip().splitlines()
+    return rc in PODMAN_ERRORS and bool(lines) and lines[-1].startswith("Error: ")
 
 
 class Connection(PodmanConnection):
@@ -118,7 +128,7 @@ class Connection(PodmanConnection):
         if self.user:
             exec_args.extend(("--user", self.user))
         rc, stdout, stderr = self._podman(exec_args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
-        if rc == PODMAN_ERROR:
+        if podman_failed(rc, stderr):
             raise AnsibleConnectionFailure(
                 "podman exec in %s failed: %s" % (self._container_id, to_native(stderr, errors="surrogate_or_replace").strip()))
         return rc, stdout, stderr
