@@ -8,9 +8,11 @@ import time
 
 import testinfra.utils.ansible_runner
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
+# the scenario's nodes, read through `podman exec` (testinfra's podman backend): through
+# Ansible each command and file test was an `ansible` process of 2-4 s
+testinfra_hosts = ["podman://" + name for name in testinfra.utils.ansible_runner.AnsibleRunner(
     os.environ["MOLECULE_INVENTORY_FILE"]
-).get_hosts("gpu_nodes")
+).get_hosts("gpu_nodes")]
 
 SNAP = "/var/tmp/molecule-present"
 BLACKLIST = "/etc/apt/apt.conf.d/51gpudirect-kernel-pin"
