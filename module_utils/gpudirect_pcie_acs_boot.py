@@ -39,11 +39,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 
 from ansible.module_utils.gpudirect_host import read_text
 from ansible.module_utils.gpudirect_pci import decode_acs_bits
 from ansible.module_utils.gpudirect_secure_boot import LOCKDOWN_MODES, parse_lockdown
+from ansible.module_utils.gpudirect_versions import parse_kernel_version
 
 LOCKDOWN_FILE = "/sys/kernel/security/lockdown"
 # LOCKDOWN_PCI_ACCESS < LOCKDOWN_INTEGRITY_MAX (include/linux/security.h): refused at both levels
@@ -64,8 +64,6 @@ PARAM_DISABLE_ACS_REDIR = ("disable_acs_redir", (4, 19), ACS_REDIRECT)
 ROUTE_KNOB = "gpudirect_pcie_acs_route"
 CLEAR_KNOB = "gpudirect_pcie_acs_clear"
 VALUE_KNOB = "gpudirect_pcie_acs_kernel_param_value"
-
-_RELEASE_RE = re.compile(r"^(\d+)\.(\d+)")
 
 
 class RouteError(Exception):
@@ -192,8 +190,7 @@ def eperm_message(address, target, offset, exc, lockdown, euid):
 
 def parse_release(release):
     """``(major, minor)`` of a kernel release such as ``6.1.0-50-amd64``; None when it is not one."""
-    match = _RELEASE_RE.match((release or "").strip())
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    return parse_kernel_version((release or "").strip()) if release else None
 
 
 def parameter_for(version):
