@@ -25,6 +25,7 @@ from ansible.module_utils.gpudirect_pci import ACS_BITS
 
 import gpudirect_pcie_acs as pcie_acs_module
 from conftest import PROJECT_FIXTURES, ROOT
+from hang_guard import HANG_GUARD_S
 from sysfs_tree import PORT_DOWNSTREAM, PORT_ROOT, PORT_UPSTREAM, SysfsTree, bridge_config
 
 FIXTURES = os.path.join(PROJECT_FIXTURES, "pcie_acs_lockdown")
@@ -558,8 +559,8 @@ def _role(tmp_path, tree, what, extra_vars=None, *argv):
         out.unlink()
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", str(inventory), str(play),
                            "-e", json.dumps(variables)] + list(argv), cwd=ROOT, env=playbook_env(tmp_path),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300,
-                          check=False)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=HANG_GUARD_S, check=False)
     return proc.returncode, proc.stdout, json.loads(out.read_text()) if out.exists() else None
 
 
@@ -647,7 +648,7 @@ def _after_boot(tmp_path, tree, clear="redirect"):
     proc = subprocess.run([sys.executable, "-m", "ansible.cli.playbook", "-i", "hosts.yml", "-e", json.dumps(extra),
                            "play.yml"], cwd=project,
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=300, check=False)
+                          timeout=HANG_GUARD_S, check=False)
     return proc.returncode, proc.stdout, re.findall(r'"msg": "EVENT forget (.*)"', proc.stdout)
 
 
