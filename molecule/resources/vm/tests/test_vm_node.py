@@ -166,7 +166,7 @@ def test_rdma_cm_defaults_follow_the_roce_qos_profile_after_the_power_cycle(host
         "if [ $made = 1 ]; then rmdir \"$g\"; fi; echo \"unit=$(systemctl is-active gpudirect-roce-qos.service)\"; "
         "grep -E '^%s .*rdma_cm_mode=%s:1:v2 .*rdma_cm_tos=%s:1:%s' /etc/gpudirect/roce-qos.conf | sed 's/^/conf=/'; "
         "journalctl -b -u gpudirect-roce-qos.service --no-pager -o cat | sed 's/^/journal=/'",
-        RXE, rxe_netdev, RXE, RXE, tos)
+        RXE, rxe_netdev, RXE, RXE, str(tos))
     out = res.stdout
     assert res.rc == 0, out + res.stderr
     assert "left=no" in out, "a configfs group rdma_cm/%s was left behind (it pins rdma_cm):\n%s" % (RXE, out)
