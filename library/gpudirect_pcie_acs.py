@@ -143,6 +143,43 @@ options:
       - Path of rdma-core's C(rdma_topo). Unset, C(/usr/sbin/rdma_topo) (where rdma-core's packages install it),
         C(/sbin/rdma_topo), C(/usr/local/sbin/rdma_topo) and then PATH are tried.
     type: path
+  route:
+    description:
+      - How ACS Control gets its value.
+      - C(runtime) writes it now through C(/sys/bus/pci/devices/<address>/config). Kernel lockdown (integrity or
+        confidentiality, the bracketed word of C(/sys/kernel/security/lockdown)) refuses user-space writes to PCI
+        configuration space; with I(state=disabled) or I(state=enabled) the module then fails before any write,
+        naming lockdown.
+      - C(kernel_args) writes nothing at run time; the kernel sets ACS at boot from its command line. The module
+        reports in C(kernel_param.boot_argument) the argument the boot kernel I(boot_kernel) takes (with
+        I(state=disabled)), in C(boot_check) the bridges whose bits are still on, and C(changed) is false.
+      - C(auto) is C(kernel_args) where lockdown refuses the writes, C(runtime) elsewhere; a lockdown file that is
+        not the kernel's format fails before any change with I(state=disabled) or I(state=enabled).
+    type: str
+    choices: [auto, runtime, kernel_args]
+    default: auto
+  clear:
+    description:
+      - With I(route=kernel_args) and I(state=disabled), the ACS Control bits the kernel must clear at boot.
+      - C(all) every bit the bridge implements (ACS Control 0x0000). Needs C(pci=config_acs=) (Linux 6.11 and
+        later); on an older boot kernel, for a bridge that implements bits other than ReqRedir, CmpltRedir and
+        EgressCtrl, the module fails naming the bits, the release and this option.
+      - C(redirect) only ReqRedir, CmpltRedir and EgressCtrl, what C(pci=disable_acs_redir=) (Linux 4.19 and later)
+        clears; the other bits keep what the kernel and firmware set.
+      - The run-time route always clears every bit.
+    type: str
+    choices: [all, redirect]
+    default: all
+  boot_kernel:
+    description:
+      - Release of the kernel that boots next (C(6.1.0-50-amd64)), which decides the kernel parameter of
+        I(route=kernel_args), C(pci=config_acs=) from 6.11 and C(pci=disable_acs_redir=) from 4.19.
+    type: str
+  boot_argument:
+    description:
+      - With I(route=kernel_args), the whole kernel argument to use instead of the one the module builds
+        (C(pci=config_acs="..."), C(pci=disable_acs_redir="...")); C(boot_check) still reads the registers.
+    type: str
   root:
     description:
       - Directory holding the C(sys/) tree. Leave at C(/) on a live host; point it at a captured
@@ -165,6 +202,8 @@ attributes:
 notes:
   - Needs root (C(become)) on a live host; unprivileged reads of the configuration space stop
     after 64 bytes, before the extended capabilities, and the module fails saying so.
+  - Under kernel lockdown (Secure Boot on Debian, Ubuntu and EL kernels) a write refused with EPERM is reported with
+    lockdown as its cause, never as a missing C(become); I(route=auto) does not try it.
   - ACS is set again by the kernel at every boot; pair this module with a boot-time applier
     (the C(gpudirect_pcie_acs) role installs C(gpudirect-pcie-acs.service)) or a kernel parameter.
   - Changing ACS at run time does not rebuild IOMMU groups, which the kernel forms at boot.
@@ -370,11 +409,67 @@ kernel_param:
         CmpltRedir and EgressCtrl).
       type: str
       sample: "0000:02:08.0;0000:02:10.0"
+    boot_argument:
+      description: With I(route=kernel_args) and I(state=disabled), the whole argument the boot kernel takes
+        (joined with rdma_topo's value on a direct-NIC platform), or I(boot_argument); empty otherwise.
+      type: str
+      sample: 'pci=disable_acs_redir="0000:00:04.0"'
+    boot_parameter:
+      description: The C(pci=) option of I(boot_argument) (C(config_acs), C(disable_acs_redir)); null without one.
+      type: str
+      sample: disable_acs_redir
+    boot_since:
+      description: The first mainline release with that option; null for an I(boot_argument) given.
+      type: str
+      sample: "4.19"
+    boot_kernel:
+      description: I(boot_kernel).
+      type: str
+      sample: 6.1.0-50-amd64
+    clear:
+      description: I(clear).
+      type: str
+      sample: redirect
     direct_nic_config_acs:
       description: The C(pci=config_acs=) value rdma_topo computes for a direct-NIC platform (C(direct_nic.config_acs));
         empty when there is none or rdma_topo wants only the kernel's default ACS.
       type: str
       sample: "xx111x0@0008:00:00.0;xx110x1@0008:02:00.0;xx101x1@0008:02:01.0"
+route:
+  description: The route taken (I(route)) and why.
+  returned: always
+  type: dict
+  contains:
+    choice:
+      description: I(route).
+      type: str
+      sample: auto
+    route:
+      description: C(runtime) or C(kernel_args).
+      type: str
+      sample: kernel_args
+    why:
+      description: Why, in a sentence.
+      type: str
+      sample: "kernel lockdown is integrity (/sys/kernel/security/lockdown: none [integrity] confidentiality), ..."
+    reason:
+      description: Why, in a few words.
+      type: str
+      sample: kernel lockdown is integrity
+    lockdown:
+      description: The lockdown as read (C(mode), C(text), C(error), C(refuses_pci_writes), C(source)).
+      type: dict
+      sample: {"mode": "integrity", "text": "none [integrity] confidentiality", "error": null,
+               "refuses_pci_writes": true, "source": "/sys/kernel/security/lockdown"}
+boot_check:
+  description: With I(route) C(kernel_args) and I(state=disabled), one line per bridge whose bits that I(clear)
+    wants off are still on (C(<address> (<ids>) ACSCtl <value> (<bits>) <bits> still on)); empty once the kernel
+    cleared them at boot, and on the run-time route.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:00:04.0 (1b36:000c): ACSCtl 0x001d (SrcValid ReqRedir CmpltRedir UpstreamFwd): ReqRedir CmpltRedir
+    still on"]
 direct_nic:
   description: Direct-NIC platform handling (I(direct_nic)).
   returned: always
@@ -470,6 +565,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_pcie_acs import DEFAULT_ACS_CTL, DIRECT_NIC_CHOICES, AcsError, run
+from ansible.module_utils.gpudirect_pcie_acs_boot import CLEAR_CHOICES, ROUTES
 from ansible.module_utils.gpudirect_rdma_topo import RDMA_TOPO_PATHS
 
 
@@ -487,6 +583,10 @@ def main():
             force=dict(type="bool", default=False),
             direct_nic=dict(type="str", default="auto", choices=list(DIRECT_NIC_CHOICES)),
             rdma_topo=dict(type="path"),
+            route=dict(type="str", default="auto", choices=list(ROUTES)),
+            clear=dict(type="str", default="all", choices=list(CLEAR_CHOICES)),
+            boot_kernel=dict(type="str"),
+            boot_argument=dict(type="str"),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,

@@ -16,6 +16,18 @@ import os
 import re
 import struct
 
+from ansible.module_utils.gpudirect_pcie_acs_boot import (
+    CLEAR_CHOICES,
+    CLEAR_KNOB,
+    RouteError,
+    bit_names,
+    boot_check_lines,
+    boot_parameter,
+    decide_route,
+    eperm_message,
+    pending_bits,
+    read_lockdown,
+)
 from ansible.module_utils.gpudirect_rdma_topo import (
     DIRECT_NIC_IDS_SOURCE,
     RDMA_TOPO_PATHS,
@@ -357,9 +369,11 @@ def finish_entry(entry, after, changed):
     return entry
 
 
-def apply(entries, check_mode):
+def apply(entries, check_mode, lockdown=None):
     """Write the planned values; returns the finished report entries. Raises AcsError on a
-    write failure or read-back mismatch, with the entries done so far."""
+    write failure or read-back mismatch, with the entries done so far. ``lockdown()`` reads
+    the kernel's lockdown again when a write is refused (it can be raised at run time), so
+    that the message names it rather than ``become``."""
     done = []
     for entry in entries:
         before, target = entry["before_value"], entry["target"]
@@ -370,11 +384,12 @@ def apply(entries, check_mode):
         try:
             after = write_acs_ctl(entry["path"], offset, target)
         except (IOError, OSError) as exc:
-            hint = ""
             if getattr(exc, "errno", None) in (1, 13):  # EPERM, EACCES
-                hint = ": writing PCI configuration space needs root, run the task with become: true"
-            raise AcsError("%s: writing ACSCtl 0x%04x at offset 0x%x failed (%s)%s" % (address, target, offset, exc, hint),
-                           bridges=done, changed=any(e["changed"] for e in done))
+                msg = eperm_message(address, target, offset, exc, (lockdown or (lambda: read_lockdown("/")))(),
+                                    os.geteuid())
+            else:
+                msg = "%s: writing ACSCtl 0x%04x at offset 0x%x failed (%s)" % (address, target, offset, exc)
+            raise AcsError(msg, bridges=done, changed=any(e["changed"] for e in done))
         if after != target:
             failed = finish_entry(entry, after, after != before)
             done.append(failed)
@@ -549,6 +564,63 @@ def plan_sentences(bridges, functions):
     return changes, disruption
 
 
+# --------------------------------------------------------------------------
+# the kernel-parameter route: nothing written now, the kernel sets ACS at boot
+# --------------------------------------------------------------------------
+
+def kernel_args_route(bridges, state, params, acs_ctl, clear, route, direct_nic, boot):
+    """Fill ``boot`` (the argument for the boot kernel) for the kernel-parameter route and
+    return the bridges whose wanted-off bits are still on (``boot_check``). Raises AcsError,
+    before anything changes, where the boot kernel's parameter cannot do what is asked."""
+    if state == "enabled":
+        if acs_ctl != DEFAULT_ACS_CTL:
+            raise AcsError(
+                "acs_ctl 0x%04x (role: gpudirect_pcie_acs_ctl) cannot be written: %s, so ACS is not written at run "
+                "time, and without the toolkit's kernel parameter the kernel programs its own default at boot (0x%04x "
+                "where an IOMMU asks for ACS, the firmware's value otherwise). Leave gpudirect_pcie_acs_ctl at 0x%04x, or "
+                "set it in the firmware setup. Nothing was changed." % (acs_ctl, route["reason"], DEFAULT_ACS_CTL,
+                                                                      DEFAULT_ACS_CTL),
+                route=route)
+        return []
+    explicit = params.get("boot_argument") or ""
+    if explicit:
+        boot.update(boot_argument=explicit, boot_parameter=explicit.split("=", 2)[1] if explicit.count("=") >= 2 else None)
+    else:
+        try:
+            param = boot_parameter([{"address": b["address"], "acs_cap": int(b["acs_cap"], 16)} for b in bridges],
+                                   params.get("boot_kernel"), clear, direct_nic["config_acs"])
+        except RouteError as exc:
+            raise AcsError(exc.msg, route=route, bridges=bridges)
+        boot.update(boot_argument=param["argument"], boot_parameter=param["parameter"], boot_since=param["since"])
+    return boot_check_lines(bridges, clear)
+
+
+def boot_sentences(bridges, clear, boot, route):
+    """The plan's ``changes`` on the kernel-parameter route: one sentence per bridge whose
+    wanted-off bits are still on, saying which the kernel clears at the next boot and how."""
+    how = ("pci=%s" % boot["boot_parameter"]) if boot["boot_parameter"] else "the kernel command line"
+    out = []
+    for bridge in bridges:
+        ctl, cap = int(bridge["after"], 16), int(bridge["acs_cap"], 16)
+        left = pending_bits(ctl, cap, clear)
+        if left:
+            out.append("ACS on bridge %s (%s:%s): ACSCtl %s (%s) now; %s off at the next boot through %s (%s)" % (
+                bridge["address"], (bridge["vendor_id"] or "0x????")[2:], (bridge["device_id"] or "0x????")[2:],
+                bridge["after"], bit_names(ctl), bit_names(left), how, route["reason"]))
+    return out
+
+
+def kernel_args_summary(state, bridges, selected, boot, boot_check, route):
+    if state == "enabled":
+        return ("ACS not written at run time (%s): the kernel programs ACS at the next boot once the toolkit's ACS "
+                "kernel parameter is gone; %d selected bridge(s) with ACS" % (route["reason"], len(bridges)))
+    if not selected:
+        return "no bridge selected; nothing to do"
+    return ("ACS not written at run time (%s): %s at boot; %d of %d bridge(s) with ACS still have bits to clear%s"
+            % (route["reason"], boot["boot_argument"] or "no kernel argument needed", len(boot_check), len(bridges),
+               (" (%s)" % "; ".join(boot_check)) if boot_check else ""))
+
+
 def _run_command(argv, environ_update):
     import subprocess
     env = dict(os.environ)
@@ -596,6 +668,17 @@ def run(params, check_mode, warn=None, diff=False, run_command=None, find_tool=N
         raise AcsError("include: no PCI function %s under %s/sys/bus/pci/devices; check the addresses with "
                        "lspci -D. Nothing was changed." % (", ".join(missing), root.rstrip("/")))
 
+    # run-time writes or the kernel command line: decided before anything else can fail half way
+    clear = params.get("clear") or "all"
+    if clear not in CLEAR_CHOICES:
+        raise AcsError("clear must be one of %s, not %r (role: %s). Nothing was changed."
+                       % (", ".join(CLEAR_CHOICES), clear, CLEAR_KNOB))
+    lockdown = read_lockdown(root)
+    try:
+        route = decide_route(params.get("route") or "auto", lockdown, state)
+    except RouteError as exc:
+        raise AcsError(exc.msg, lockdown=lockdown)
+
     choice = params.get("direct_nic") or "auto"
     if choice not in DIRECT_NIC_CHOICES:
         raise AcsError("direct_nic must be one of %s, not %r (role: gpudirect_pcie_acs_direct_nic). Nothing was changed."
@@ -628,9 +711,18 @@ def run(params, check_mode, warn=None, diff=False, run_command=None, find_tool=N
     if unknown and state != "query":
         raise refuse_unknown(unknown, state)
     skipped = skipped + no_acs
-    bridges = apply(entries, check_mode or state == "query")
+    boot = {"boot_argument": "", "boot_parameter": None, "boot_since": None,
+            "boot_kernel": params.get("boot_kernel") or None, "clear": clear}
+    boot_check = []
+    if route["route"] == "kernel_args" and state in ("disabled", "enabled"):
+        bridges = [finish_entry(entry, entry["before_value"], False) for entry in entries]
+        boot_check = kernel_args_route(bridges, state, params, acs_ctl, clear, route, direct_nic, boot)
+    else:
+        bridges = apply(entries, check_mode or state == "query", lambda: read_lockdown(root))
     skipped.sort(key=lambda s: pci_address_key(s["address"]))
     changes, disruption = plan_sentences(bridges, functions)
+    if route["route"] == "kernel_args" and state == "disabled":
+        changes = boot_sentences(bridges, clear, boot, route)
     result = {
         "changed": any(b["changed"] for b in bridges),
         "bridges": bridges,
@@ -641,7 +733,14 @@ def run(params, check_mode, warn=None, diff=False, run_command=None, find_tool=N
             "config_acs": ";".join(b["config_acs"] for b in bridges),
             "disable_acs_redir": ";".join(b["address"] for b in bridges),
             "direct_nic_config_acs": direct_nic["config_acs"],
+            "boot_argument": boot["boot_argument"],
+            "boot_parameter": boot["boot_parameter"],
+            "boot_since": boot["boot_since"],
+            "boot_kernel": boot["boot_kernel"],
+            "clear": clear,
         },
+        "route": route,
+        "boot_check": boot_check,
         "direct_nic": direct_nic,
         "unknown_bridges": unknown,
         "state": state,
@@ -650,6 +749,8 @@ def run(params, check_mode, warn=None, diff=False, run_command=None, find_tool=N
         "changes": changes,
         "disruption": disruption,
     }
+    if route["route"] == "kernel_args" and state in ("disabled", "enabled"):
+        result["msg"] = kernel_args_summary(state, bridges, selected, boot, boot_check, route)
     if direct_nic["rdma_topo"]:
         result["msg"] += "; direct-NIC ACS from %s: %s" % (
             direct_nic["rdma_topo"], ("pci=config_acs=\"%s\" at boot" % direct_nic["config_acs"])

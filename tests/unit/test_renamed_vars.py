@@ -27,7 +27,8 @@ PLAYBOOK_KNOBS = {"kernel_update_serial", "kernel_update_max_fail_percentage"}
 DEPRECATED_ALIASES = {"kernel_update_drain_argv", "kernel_update_resume_argv"}
 # variables added after the rename: they never had a bare name, so they have no old one
 ADDED_AFTER_RENAME = {"gpudirect_nic_config_firmware", "gpudirect_nic_config_firmware_policy",
-                      "gpudirect_nic_config_firmware_allow_psid_change"}
+                      "gpudirect_nic_config_firmware_allow_psid_change",
+                      "gpudirect_pcie_acs_route", "gpudirect_pcie_acs_clear"}
 
 
 def _spec_options(role):

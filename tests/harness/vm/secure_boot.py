@@ -17,9 +17,16 @@ installed on the host, whose own boot loader stays untouched.
 
 The EFI system partition is a FAT image made in the run directory with mtools
 (mkfs.vfat, mmd, mcopy: no loop mount): shim as the removable-media path
-EFI/BOOT/BOOTX64.EFI, GRUB and MokManager beside it, and a grub.cfg that boots
-the root file system's /vmlinuz and /initrd.img links (the guest's newest kernel,
-as Debian's kernel packages keep them) with the harness's kernel command line.
+EFI/BOOT/BOOTX64.EFI, GRUB and MokManager beside it, and a grub.cfg that hands
+over to the guest's own /boot/grub/grub.cfg when the guest has one, as the grub.cfg
+Debian's installer puts on the ESP does (`configfile` of the menu update-grub writes:
+its entries, their command lines, grubenv's one-shot next_entry), and otherwise
+boots the root file system's /vmlinuz and /initrd.img links (the guest's newest
+kernel, as Debian's kernel packages keep them) with the harness's kernel command
+line. The image, made for direct kernel boot, has no GRUB configuration; the
+secureboot scenario writes one (its prepare.yml), with the harness's command line in
+GRUB_CMDLINE_LINUX, so that kernel arguments the toolkit adds through update-grub
+reach the kernel on this machine as they would on a server.
 
 The "admin's enrolment" of a certificate is done into the VM's variable store
 while it is off (`enrol_mok`): the certificate is added to MokList with
@@ -107,15 +114,22 @@ def boot_chain(cache: Path) -> Path:
 
 
 def grub_cfg(append: str) -> str:
-    """GRUB's configuration on the ESP: boot the root file system's newest kernel."""
+    """GRUB's configuration on the ESP: the guest's own GRUB menu when it has one, else
+    the root file system's newest kernel with the harness's command line."""
     return "\n".join([
-        "# tests/harness/vm/secure_boot.py: the root file system's /vmlinuz and /initrd.img",
+        "# tests/harness/vm/secure_boot.py: the guest's /boot/grub/grub.cfg when there is one,",
+        "# else the root file system's /vmlinuz and /initrd.img",
         "set timeout=0",
         "serial --unit=0 --speed=115200",
         "terminal_input serial console",
         "terminal_output serial console",
         # only the root file system has /vmlinuz (the ESP and the handoff disk do not)
         "search --no-floppy --file --set=root /vmlinuz",
+        # what Debian's ESP grub.cfg does: the menu update-grub wrote, grubenv beside it
+        "if [ -f /boot/grub/grub.cfg ]; then",
+        "  set prefix=($root)/boot/grub",
+        "  configfile $prefix/grub.cfg",
+        "fi",
         f"linux /vmlinuz {append}",
         "initrd /initrd.img",
         "boot",

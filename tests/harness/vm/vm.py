@@ -23,6 +23,7 @@ keeps qemu's own reset.
                               # <cache>/vm/saved/SAVED; --boot: then boot a copy of it
     vm.py start NAME ... --from-saved SAVED   # boot a copy of it (when still valid)
     vm.py start NAME ... --secure-boot   # UEFI Secure Boot: OVMF, shim, GRUB (secure_boot.py)
+    vm.py start NAME ... --intel-iommu   # an emulated Intel IOMMU, intel_iommu=on: Linux turns ACS on
     vm.py enrol-mok NAME --cert FILE     # power off, enrol FILE as a MOK in the firmware, boot
     vm.py status
 
@@ -38,6 +39,13 @@ then the root file system's /vmlinuz with the harness's command line; see
 secure_boot.py. Reboots stay cold restarts of qemu on the same disk and the same
 variable store, which `enrol-mok` edits while the guest is off (the console
 enrolment an admin does in MokManager).
+
+An IOMMU (--intel-iommu, the secureboot scenario only) puts qemu's emulated Intel
+IOMMU (-device intel-iommu, before every other device, as qemu wants it) in the
+machine and intel_iommu=on on the harness's command line. Linux then turns ACS on
+at the PCIe root ports itself, at enumeration, with no user-space write (which
+kernel lockdown would refuse): see with_intel_iommu. Without the option the qemu
+command line is what it was.
 
 Acceleration: --accel auto|tcg|kvm (or GPUDIRECT_VM_ACCEL). auto runs a short
 probe boot under KVM once per (kernel, qemu) pair and caches the verdict; on
@@ -343,6 +351,8 @@ def cmd_start(args: argparse.Namespace) -> int:
             args.pair_mac = mac_for(args.name, "pair")
         if args.pair_ip:
             append.append(f"gpudirect.pairnet={args.pair_mac},{args.pair_ip}")
+    if args.intel_iommu:
+        append.append(INTEL_IOMMU_ARG)
     append += args.append or []
 
     accel_opt = "kvm" if accel == "kvm" else "tcg,thread=multi"
@@ -380,6 +390,8 @@ def cmd_start(args: argparse.Namespace) -> int:
             "-netdev", pair_netdev(args.pair_role, args.pair_net),
             "-device", f"virtio-net-pci,netdev=net1,bus=rp2,mac={args.pair_mac}",
         ]
+    if args.intel_iommu:
+        qemu = with_intel_iommu(qemu)
     if args.secure_boot:
         if args.warm_reboot:
             log(f"{args.name}: --secure-boot runs with cold reboots only (enrol-mok restarts qemu)")
@@ -408,6 +420,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         "reboot": "warm" if args.warm_reboot else "cold",
         "from_saved": str(from_saved) if from_saved else None,
         "secure_boot": bool(args.secure_boot),
+        "intel_iommu": bool(args.intel_iommu),
     }
     (rd / "info.json").write_text(json.dumps(info, indent=1) + "\n")
     log(f"{args.name}: started pid {read_pid(rd)} accel={accel} smp={args.smp} ssh=127.0.0.1:{args.ssh_port} "
@@ -433,6 +446,31 @@ def launch_supervisor(rd: Path, name: str, mode: str = "w") -> bool:
         if pid_alive(read_pid(rd)):
             break
     return True
+
+
+# the kernel's switch for the Intel IOMMU (drivers/iommu/intel/iommu.c intel_iommu_setup)
+INTEL_IOMMU_ARG = "intel_iommu=on"
+
+
+def with_intel_iommu(qemu: list[str]) -> list[str]:
+    """The qemu command line with an emulated Intel IOMMU, placed before the first -device
+    (qemu wants it before the devices it serves: a device's DMA address space is set when
+    the device is created); the caller puts INTEL_IOMMU_ARG on the kernel command line.
+
+    Why this turns ACS on (Debian's linux-source-6.1 6.1.192-3, the VM's 6.1 kernel): at boot
+    arch/x86/kernel/pci-dma.c pci_iommu_alloc calls drivers/iommu/intel/dmar.c
+    detect_intel_iommu, which finds the DMAR table and, with the IOMMU wanted (intel_iommu=on
+    clears dmar_disabled: iommu.c intel_iommu_setup; dmar.c dmar_required), calls
+    pci_request_acs ("Make sure ACS will be enabled"). PCI enumeration comes later:
+    drivers/pci/probe.c pci_init_capabilities -> drivers/pci/pci.c pci_acs_init ->
+    pci_enable_acs -> pci_std_enable_acs sets SrcValid, ReqRedir, CmpltRedir and UpstreamFwd
+    where ACSCap has them (TransBlk only on external-facing or untrusted ports), then
+    pci_disable_acs_redir clears ReqRedir, CmpltRedir and EgressCtrl on the devices named in
+    pci=disable_acs_redir=. These are the kernel's own configuration writes, which lockdown
+    (LOCKDOWN_PCI_ACCESS, user space only) does not refuse. qemu's pcie-root-port implements
+    SrcValid TransBlk ReqRedir CmpltRedir UpstreamFwd DirectTrans, so its ACSCtl reads 0x001d."""
+    first = qemu.index("-device")
+    return qemu[:first] + ["-device", "intel-iommu"] + qemu[first:]
 
 
 def secure_boot_qemu(rd: Path, qemu: list[str]) -> list[str]:
@@ -636,7 +674,8 @@ def cmd_save(args: argparse.Namespace) -> int:
         smp=info["smp"], accel=info["accel"], image=info["image"], mac=info["main_mac"],
         pair_net=info["pair_net"], pair_role=info["pair_role"], pair_mac=info["pair_mac"],
         pair_ip=info["pair_ip"], append=None, from_saved=args.to,
-        secure_boot=info.get("secure_boot", False), warm_reboot=info["reboot"] == "warm")
+        secure_boot=info.get("secure_boot", False), intel_iommu=info.get("intel_iommu", False),
+        warm_reboot=info["reboot"] == "warm")
     return cmd_start(again)
 
 
@@ -886,6 +925,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="boot a copy of saved disk SAVED (vm.py save) when it is still valid")
     s.add_argument("--secure-boot", action="store_true",
                    help="boot through UEFI Secure Boot firmware, shim and GRUB (secure_boot.py)")
+    s.add_argument("--intel-iommu", action="store_true",
+                   help="an emulated Intel IOMMU and intel_iommu=on: Linux turns ACS on at the root ports")
     s.add_argument("--warm-reboot", action="store_true",
                    default=os.environ.get("GPUDIRECT_VM_WARM_REBOOT", "") not in ("", "0"),
                    help="let qemu reset the machine in-process on guest reboot (default: cold restart)")

@@ -9,6 +9,10 @@
 #                                    with them) ACS stays as boot and the roles left it
 #   testbed-setup.sh rxe NIC         boot: load rdma_rxe, create rxe0 on NIC
 #   testbed-setup.sh acs BDF         boot: "firmware" turns ACS on at root port BDF
+# Under kernel lockdown (Secure Boot: /sys/kernel/security/lockdown says [integrity] or
+# [confidentiality]) user space may not write PCI configuration space, so this stand-in
+# cannot play the firmware there and writes nothing: it says what the kernel left. The
+# secureboot scenario has the kernel turn ACS on itself (vm.py start --intel-iommu).
 # NIC may also be given as an IPv4 address: the NIC that holds it (molecule/pair
 # puts rxe0 on the pair link's NIC this way: `rxe 10.99.0.1`).
 # Prints CHANGED lines for what it changed (Ansible's changed_when reads them).
@@ -48,6 +52,12 @@ acs() {
   cap=$(setpci -s "$port" ECAP_ACS+0x4.w)        # fails when the port has no ACS capability
   want=$(printf '%04x' $(( 0x$cap & 0x1d )))      # SV RR CR UF: what firmware/Linux enable on root ports
   cur=$(setpci -s "$port" ECAP_ACS+0x6.w)
+  lockdown=$(cat /sys/kernel/security/lockdown 2>/dev/null || true)
+  case $lockdown in
+    *"[integrity]"*|*"[confidentiality]"*)
+      echo "acs $port: kernel lockdown ($lockdown) refuses user-space PCI writes: ACSCtl $cur left as the kernel set it"
+      return 0 ;;
+  esac
   if [ "$cur" != "$want" ]; then
     setpci -s "$port" "ECAP_ACS+0x6.w=$want"
     echo "CHANGED acs $port ctl $cur -> $want"
