@@ -27,7 +27,7 @@ description:
   - With O(reset_record), the node's record of the reboots asked for pending changes (per card what waits and the
     boot id, C(/proc/sys/kernel/random/boot_id), of the boot in which the reboot was asked for), a card whose change
     still waits in a later boot is one that a warm reboot does not reset - on many servers the ConnectX keeps its
-    power and its firmware across a warm reboot. For such a card no reboot is asked again (no C(reset_reason)): the
+    power and its firmware across a warm reboot. For such a card no reboot is asked again (no C(reset_reason)); the
     module reads C(mlxfwreset -d <pci> query) (MFT; C(mstfwreset) of mstflint) and plans reset level 3, C(Driver
     restart and PCI reset), where the card offers it, or says in C(power_cycle) that the card needs a cold power
     cycle. With O(state=reset) it runs C(<tool> -d <pci> --level 3 -y reset) on those cards, reads them again and
@@ -129,10 +129,10 @@ options:
     default: report
   reset_record:
     description:
-      - The node's record of the reboots asked for pending changes, JSON C({"cards": {<pci>: {"pending": <what
-        waits>, "boot_id": <boot id when the reboot was asked for>}}}); the module reads it, and returns in
+      - "The node's record of the reboots asked for pending changes, JSON C({\"cards\": {<pci>: {\"pending\": <what
+        waits>, \"boot_id\": <boot id when the reboot was asked for>}}}); the module reads it, and returns in
         C(reset_record) what the caller should keep there once it has asked for the reboot. Unset, or no file, no
-        reboot is known to have happened.
+        reboot is known to have happened."
     type: path
   fwreset:
     description:
@@ -908,7 +908,11 @@ def main():
                                     burned=False)
         key = reset_key(card["to_set"], card["pending"], card.get("firmware"), policy)
         entry = (record.get("cards") or {}).get(pci) or {}
-        card["reset"] = {"key": key, "rebooted": boot_id is not None and reboot_already_done(record, pci, key, boot_id),
+        # only what was written and waits for a reset: a value still to set, or an image still to burn, is
+        # set or burned first, and its reboot asked for (a new change)
+        written = not card["to_set"] and (card.get("firmware") or {}).get("state") != "to_update"
+        card["reset"] = {"key": key, "rebooted": written and boot_id is not None
+                         and reboot_already_done(record, pci, key, boot_id),
                          "recorded_boot_id": entry.get("boot_id") if isinstance(entry, dict) else None,
                          "tool": None, "levels": None, "level": None, "why": None, "done": False}
         reset = card["reset"]
