@@ -306,3 +306,22 @@ def test_a_damaged_record_fails_naming_it(tmp_path, standin, run_module):
     assert result["msg"].startswith("the record of the reboots asked for pending ConnectX changes, %s, cannot be read"
                                     % standin.record)
     assert "Remove it" in result["msg"]
+
+
+@pytest.mark.parametrize("name, words", [
+    ("mlxfwreset-bf3-query-truncated.txt", "no 'Reset-levels:' rows"),
+    ("mlxfwreset-query-error-shape.txt", "the tool printed an error: Failed to open device"),
+])
+def test_a_reset_query_that_cannot_be_read_names_it_and_the_power_cycle(tmp_path, standin, run_module, name, words):
+    tree = set_and_reboot(tmp_path, standin, run_module)
+    # mstfwreset prints a published output cut short, or an error, instead of the stand-in's query
+    tool = standin.state_dir.parent / "bin" / "mstfwreset"
+    os.unlink(str(tool))
+    tool.write_text("#!/bin/sh\ncat '%s'\nexit 1\n" % os.path.join(FIXTURES, name))
+    tool.chmod(0o755)
+    planned = run_module(module, knobs(tree, standin))
+    assert planned["reset_due"] == [] and planned["reset_reason"] == ""
+    assert "its reset levels could not be read (mstfwreset -d %s query: %s" % (CX7, words) in planned["power_cycle"][0]
+    failed = run_module(module, knobs(tree, standin, state="reset"))
+    assert failed["failed"] is True and "It needs a cold power cycle" in failed["msg"]
+    assert standin.card(CX7)["params"]["ATS_ENABLED"]["current"] == 0
