@@ -308,16 +308,18 @@ def test_a_damaged_record_fails_naming_it(tmp_path, standin, run_module):
     assert "Remove it" in result["msg"]
 
 
-@pytest.mark.parametrize("name, words", [
-    ("mlxfwreset-bf3-query-truncated.txt", "no 'Reset-levels:' rows"),
-    ("mlxfwreset-query-error-shape.txt", "the tool printed an error: Failed to open device"),
+@pytest.mark.parametrize("name, rc, words", [
+    ("mlxfwreset-bf3-query-truncated.txt", 0, "no 'Reset-levels:' rows"),
+    ("mlxfwreset-query-error-shape.txt", 1, "the tool printed an error: Failed to open device"),
 ])
-def test_a_reset_query_that_cannot_be_read_names_it_and_the_power_cycle(tmp_path, standin, run_module, name, words):
+def test_a_reset_query_that_cannot_be_read_names_it_and_the_power_cycle(tmp_path, standin, run_module, name, rc, words):
     tree = set_and_reboot(tmp_path, standin, run_module)
-    # mstfwreset prints a published output cut short, or an error, instead of the stand-in's query
+    # mstfwreset prints a published output cut short, or an error, instead of the stand-in's query (shell
+    # built-ins only: PATH holds the test's tools alone)
     tool = standin.state_dir.parent / "bin" / "mstfwreset"
     os.unlink(str(tool))
-    tool.write_text("#!/bin/sh\ncat '%s'\nexit 1\n" % os.path.join(FIXTURES, name))
+    tool.write_text("#!/bin/sh\nwhile IFS= read -r line; do printf '%%s\\n' \"$line\"; done < '%s'\nexit %d\n"
+                    % (os.path.join(FIXTURES, name), rc))
     tool.chmod(0o755)
     planned = run_module(module, knobs(tree, standin))
     assert planned["reset_due"] == [] and planned["reset_reason"] == ""
