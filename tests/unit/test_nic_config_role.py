@@ -58,20 +58,28 @@ def node(tmp_path):
     os.symlink(STANDIN, str(bindir / "mstconfig"))
     state = tmp_path / "standin-state"
     env = {"PATH": "%s:%s" % (bindir, os.environ["PATH"]), "STANDIN_MLXCONFIG_STATE": str(state)}
+    # the node's record of the reboots asked for (tasks/record.yml), in a folder of the mode the role gives
+    # /var/lib/gpudirect, not this machine's
+    record_dir = tmp_path / "gpudirect"
+    record_dir.mkdir()
+    os.chmod(str(record_dir), 0o755)
     subprocess.run([sys.executable, STANDIN, "--standin-add", CX7, "ConnectX7"], check=True,
                    env=dict(os.environ, **env))
 
     class Node:
         root = tree.root
+        record = record_dir / "nic-config-reset.json"
 
         @staticmethod
-        def play(extra, check=False):
+        def play(extra, check=False, entry="main"):
             # the role alone on a node in service refuses its disruption (gpudirect_drain disrupt): this
             # test node runs no jobs, as a server not yet in service
             extra = dict({"gpudirect_drain_nodes_run_no_jobs": True,
-                          # the node's record of the reboots asked for (tasks/record.yml), not this machine's
-                          "__gpudirect_nic_config_reset_record": str(tmp_path / "nic-config-reset.json")}, **extra)
-            done = play_on_localhost(tmp_path, PLAY % tree.root, extra, check=check, env_extra=env)
+                          "__gpudirect_nic_config_reset_record": str(record_dir / "nic-config-reset.json")}, **extra)
+            # entry after_reboot: what the reboot stage's after-boot checks run when the role asked for the reboot
+            text = (PLAY % tree.root).replace("        name: gpudirect_nic_config\n", "        name: gpudirect_nic_config\n"
+                                              "        tasks_from: %s\n" % entry)
+            done = play_on_localhost(tmp_path, text, extra, check=check, env_extra=env)
             found = [line for line in done.stdout.splitlines() if '"msg": "RESULT ' in line]
             result = json.loads(json.loads("{%s}" % found[-1].strip())["msg"][len("RESULT "):]) if found else None
             return done, result
@@ -106,7 +114,7 @@ def test_set_then_reboot_request_then_converged_after_the_boot(node):
 
     done, result = node.play(wanted)
     assert done.returncode == 0, done.stdout
-    assert " changed=1 " in done.stdout                                       # the set
+    assert " changed=2 " in done.stdout                                 # the set, and the record of the reboot asked for
     # the plan is read again after the set: the cards as the stage left them, for the reports
     assert result["plan"]["set"] == [] and result["plan"]["changes"] == [
         "0000:17:00.0 (ConnectX7): ATS_ENABLED=1, NUM_OF_VFS=8 already set for the next boot (running ATS_ENABLED "
@@ -125,10 +133,17 @@ def test_set_then_reboot_request_then_converged_after_the_boot(node):
     assert " changed=0 " in again.stdout                                     # no set ran
 
     node.boot()
+    # the reboot stage's after-boot step: the reboot loaded it (the stand-in's card resets at a reboot); the
+    # record of the reboot asked for is removed
+    after, result = node.play(wanted, entry="after_reboot")
+    assert after.returncode == 0, after.stdout
+    assert "after the reboot nothing waits on 0000:17:00.0: the reboot loaded it" in after.stdout
+    assert " changed=1 " in after.stdout and not os.path.exists(str(node.record))
     converged, result = node.play(wanted)
     assert converged.returncode == 0, converged.stdout
     assert result["plan"]["changes"] == [] and result["plan"]["disruption"] == [] and result["reasons"] == []
     assert "ConnectX firmware configuration in place on 0000:17:00.0" in converged.stdout
+    assert " changed=0 " in converged.stdout
 
 
 @pytest.mark.parametrize("extra, words", [
@@ -298,6 +313,8 @@ def test_firmware_update_burns_asks_for_the_one_reboot_then_converges(fw_node):
     assert result["plan"]["firmware_update"] == [] and result["plan"]["devices"][0]["firmware"]["state"] == "pending_reset"
 
     fw_node.boot()
+    after, result = fw_node.play(wanted, entry="after_reboot")               # the reboot stage's after-boot step
+    assert after.returncode == 0 and "the reboot loaded it" in after.stdout, after.stdout
     converged, result = fw_node.play(wanted)
     assert converged.returncode == 0, converged.stdout
     assert result["plan"]["changes"] == [] and result["plan"]["disruption"] == [] and result["reasons"] == []
@@ -512,7 +529,7 @@ def _rebooted_without_reset(node, tmp_path, levels):
     assert done.returncode == 0, done.stdout
     assert result["reasons"] == ["gpudirect_nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
                                  "0000:17:00.0 ATS_ENABLED=1"]
-    record_path = tmp_path / "nic-config-reset.json"
+    record_path = node.record
     record = json.loads(record_path.read_text())
     assert list(record["cards"]) == [CX7] and record["cards"][CX7]["pending"] == "ATS_ENABLED=1"
     # the reboot: the stand-in's boot hook (which leaves this card as it is) and another boot id in the record's past
