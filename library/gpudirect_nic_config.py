@@ -23,7 +23,17 @@ description:
     (reported in C(unsupported), not failed).
   - A new NV value takes effect only at the next firmware reset (C(mlxfwreset)) or reboot, so every card with a
     value to set or a value waiting is a disruption; the calling role hands it to the drain owner and asks the
-    reboot owner for the reboot. The module never resets or reboots.
+    reboot owner for the reboot. The module never reboots.
+  - With O(reset_record), the node's record of the reboots asked for pending changes (per card what waits and the
+    boot id, C(/proc/sys/kernel/random/boot_id), of the boot in which the reboot was asked for), a card whose change
+    still waits in a later boot is one that a warm reboot does not reset - on many servers the ConnectX keeps its
+    power and its firmware across a warm reboot. For such a card no reboot is asked again (no C(reset_reason)); the
+    module reads C(mlxfwreset -d <pci> query) (MFT; C(mstfwreset) of mstflint) and plans reset level 3, C(Driver
+    restart and PCI reset), where the card offers it, or says in C(power_cycle) that the card needs a cold power
+    cycle. With O(state=reset) it runs C(<tool> -d <pci> --level 3 -y reset) on those cards, reads them again and
+    fails unless nothing waits any more; a card without level 3 fails the module naming the card, what waits and
+    the cold power cycle it needs. Levels 0 (live patch, loads no NV value) and 4 (a warm reboot) are never used.
+    Sources of the levels and the output read are in C(module_utils/gpudirect_nic_config.py).
   - With O(state=applied) runs C(<tool> -y -d <pci> set PARAM=VALUE ...) on the cards that need it, queries them
     again and fails, naming the card, the parameter and the value, unless Next Boot holds every value set.
   - With O(firmware) (pinned images by PSID) it also reads each card's firmware with C(flint -d <pci> query) (MFT) or
@@ -76,8 +86,11 @@ options:
     description:
       - C(planned) reads and plans only (the default; check mode runs it so whatever O(state) says).
       - C(applied) also sets the values that differ on Next Boot and checks them; a reset or reboot is still needed.
+      - C(reset) runs the firmware reset (C(mlxfwreset) level 3) on the cards of O(devices) whose reboot already
+        happened without loading what waits on them (O(reset_record)), reads them back, and fails naming each card
+        that needs a cold power cycle instead. Sets and burns nothing. In check mode it says what it would reset.
     type: str
-    choices: [planned, applied]
+    choices: [planned, applied, reset]
     default: planned
   firmware:
     description:
@@ -114,6 +127,19 @@ options:
     type: str
     choices: [report, update]
     default: report
+  reset_record:
+    description:
+      - "The node's record of the reboots asked for pending changes, JSON C({\"cards\": {<pci>: {\"pending\": <what
+        waits>, \"boot_id\": <boot id when the reboot was asked for>}}}); the module reads it, and returns in
+        C(reset_record) what the caller should keep there once it has asked for the reboot. Unset, or no file, no
+        reboot is known to have happened."
+    type: path
+  fwreset:
+    description:
+      - Plan and (O(state=reset)) run C(mlxfwreset) level 3 on a card whose reboot did not load its change. False, such
+        a card is reported in C(power_cycle) (it needs a cold power cycle).
+    type: bool
+    default: true
   root:
     description:
       - Directory holding the C(sys/) tree. Leave at C(/) on a live host; point it at a fabricated tree for tests.
@@ -134,6 +160,8 @@ notes:
     C(ADVANCED_PCI_SETTINGS=1) in effect) is reported in C(deferred) and set by the run after the reset.
 requirements:
   - C(mlxconfig) (NVIDIA MFT, package C(mft)) or C(mstconfig) (package C(mstflint)) on the node, where anything is wanted.
+  - C(mlxfwreset) (package C(mft)) or C(mstfwreset) (package C(mstflint)) for a firmware reset after a reboot that did
+    not reset the card.
   - C(flint) (package C(mft)) or C(mstflint) (package C(mstflint)) where O(firmware) is not empty.
 """
 
@@ -161,6 +189,14 @@ EXAMPLES = r"""
     firmware_policy: update
     firmware_allow_psid_change: true
     state: applied
+  become: true
+
+- name: After a reboot, reset the cards that the warm reboot did not reset (mlxfwreset level 3), or fail naming the
+    cold power cycle they need
+  gpudirect_nic_config:
+    profiles: [gpudirect]
+    reset_record: /var/lib/gpudirect/nic-config-reset.json
+    state: reset
   become: true
 
 - name: Plan the GPUDirect firmware profile on every ConnectX card
@@ -261,7 +297,48 @@ devices:
           C(pending_reset), C(no_image), C(not_read)), C(burn) (policy update would burn / burned) and C(burned); after
           a burn C(psid_after), C(burned_image), C(burned_sha256), C(downloaded), C(downloaded_sha256).
       type: dict
+    reset:
+      description:
+        - C(key) (what waits for a firmware reset, as recorded), C(rebooted) (a reboot asked for exactly that already
+          happened, O(reset_record)), C(recorded_boot_id), and for such a card C(tool) (mlxfwreset or mstfwreset),
+          C(levels) (the query's reset levels), C(level) (3, or null where the card does not offer it), C(why) (why no
+          reset can load it), C(done) (this run reset it) and C(loaded).
+      type: dict
+      sample: {key: "ATS_ENABLED=0", rebooted: true, level: 3, done: false}
       sample: {psid: MT_0000000834, running: 28.40.1000, pending: null, pinned: 28.43.1014, state: to_update}
+reset_due:
+  description: The cards whose reboot already happened without loading what waits on them and that offer C(mlxfwreset)
+    level 3 (Driver restart and PCI reset); O(state=reset) resets them. Their C(devices[].reset) says what and why.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:17:00.0"]
+power_cycle:
+  description: One sentence per card whose reboot already happened without loading what waits on it and that no
+    firmware reset level loads without a reboot - it needs a cold power cycle; the sentence says what to run afterwards.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:31:00.0 (ConnectX7): ATS_ENABLED=0 still waits for a firmware reset after the reboot asked for it (boot
+            9f1c...): a warm reboot does not reset this card, and mlxfwreset -d 0000:31:00.0 query offers no level that
+            loads it without a reboot (...). It needs a cold power cycle: ..."]
+fwreset_done:
+  description: The cards this run reset with C(mlxfwreset) (O(state=reset)), read back with nothing waiting.
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:17:00.0"]
+boot_id:
+  description: This boot's id (C(/proc/sys/kernel/random/boot_id)), null where it cannot be read.
+  returned: always
+  type: str
+reset_record:
+  description: The record the caller keeps at O(reset_record) once it asked for the reboot - per card with something
+    waiting, what waits and the boot in which its reboot was asked for (this boot, or the earlier one for a card whose
+    reboot already happened); C({}) when nothing waits (remove the file).
+  returned: always
+  type: dict
+  sample: {cards: {"0000:17:00.0": {pending: "ATS_ENABLED=0", boot_id: 9f1c2e0a-9d4b-4c9e-8d53-0d5c1f3b2a71}}}
 firmware_burned:
   description:
     - One entry per card burned by this run - C(pci), C(psid) (before), C(psid_after), C(version), C(image) (the
@@ -325,6 +402,7 @@ skip_reason:
   sample: no NVIDIA/Mellanox ConnectX physical function under /sys/bus/pci/devices
 """
 
+import json
 import os
 import shutil
 import tempfile
@@ -335,14 +413,21 @@ from ansible.module_utils.gpudirect_host import module_runner
 from ansible.module_utils.gpudirect_nic_config import (
     ALLOW_PSID_CHANGE_KNOB,
     FIRMWARE_KNOB,
+    FWRESET_LOAD_LEVEL,
+    FWRESET_TOOLS,
     cached_image_name,
     check_image_query,
+    fwreset_levels_text,
+    parse_fwreset_query,
     parse_flint_query,
     parse_mlxconfig_query,
     pick_firmware_member,
+    pick_fwreset_level,
     plan_firmware,
     plan_firmware_version,
     psid_change_refusal,
+    reboot_already_done,
+    reset_key,
     resolve_wanted,
     validate_firmware_pins,
 )
@@ -358,6 +443,10 @@ TOOL_PACKAGES = {"mlxconfig": "mft (NVIDIA Firmware Tools)", "mstconfig": "mstfl
                  "flint": "mft (NVIDIA Firmware Tools)", "mstflint": "mstflint"}
 # the firmware burning tool that goes with each configuration tool choice (same packages)
 FLASH_TOOLS = {"auto": ["flint", "mstflint"], "mlxconfig": ["flint"], "mstconfig": ["mstflint"]}
+# the firmware reset tool of each choice: MFT's mlxfwreset, mstflint's mstfwreset
+RESET_TOOLS = {"auto": list(FWRESET_TOOLS), "mlxconfig": ["mlxfwreset"], "mstconfig": ["mstfwreset"]}
+TOOL_PACKAGES.update({"mlxfwreset": "mft (NVIDIA Firmware Tools)", "mstfwreset": "mstflint"})
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # the most a .bin taken out of a firmware .zip may hold: ConnectX images are tens of MiB (a ConnectX-6 Dx
 # image is about 33 MB, tests/fixtures/nic_config/README.md); more is not a firmware download
 MAX_IMAGE_BYTES = 256 * 1024 * 1024
@@ -610,9 +699,71 @@ def firmware_sentences(card, policy):
                  % (label(card), fw["pinned"], fw["running"])], "firmware %s" % fw["pinned"], report)
 
 
+def read_boot_id():
+    """This boot's id (a new one at every boot, warm or cold), or None where the kernel has none."""
+    try:
+        with open(BOOT_ID) as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
+def read_record(module, path):
+    """The node's record of the reboots asked for pending changes ({} when there is none)."""
+    if not path or not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as handle:
+            record = json.load(handle)
+        if not isinstance(record, dict) or not isinstance(record.get("cards", {}), dict):
+            raise ValueError("not a map with a 'cards' map")
+        return record
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg="the record of the reboots asked for pending ConnectX changes, %s, cannot be read (%s). "
+                             "Remove it (the next run then asks a reboot for whatever still waits), or restore it; "
+                             "nothing was changed." % (path, exc))
+
+
+def fwreset_query(run, tool, pci):
+    """``<mlxfwreset|mstfwreset> -d <pci> query`` parsed, or {"error": what went wrong}."""
+    rc, out, err = run([tool, "-d", pci, "query"])
+    try:
+        if rc != 0 and "-E-" not in (out or ""):
+            raise ValueError((err or "").strip() or "no output")
+        return parse_fwreset_query(out or "")
+    except ValueError as exc:
+        return {"error": "%s -d %s query: %s (rc %s)" % (os.path.basename(tool), pci, exc, rc)}
+
+
+def power_cycle_sentence(card):
+    """Why the card needs a cold power cycle, and what to do: the reboot asked for its change did not load it
+    and no reset level the card offers loads it without a reboot."""
+    reset = card["reset"]
+    return ("%s: %s still waits for a firmware reset after the reboot asked for it (boot %s): a warm reboot does not "
+            "reset this card, and %s. It needs a cold power cycle: power the node off and on (its BMC, e.g. ipmitool "
+            "chassis power cycle; a reboot is not enough), then run site.yml again, which reads the values in effect, "
+            "verifies the node and resumes it" % (label(card), reset["key"], reset["recorded_boot_id"], reset["why"]))
+
+
+def reset_sentence(card):
+    reset = card["reset"]
+    return ("%s: firmware reset (%s level %d, Driver restart and PCI reset) to load %s: the reboot asked for it (boot "
+            "%s) did not reset the card; no second reboot" % (label(card), os.path.basename(reset["tool"]),
+                                                              reset["level"], reset["key"], reset["recorded_boot_id"]))
+
+
 def sentences(cards, policy="report"):
     changes, disruption, reasons, report = [], [], [], []
     for card in cards:
+        if (card.get("reset") or {}).get("rebooted"):
+            # its reboot happened and did not load the change: a firmware reset, or a cold power cycle; no
+            # reboot request (never a second reboot for the same change)
+            changes.append("%s: %s waits for a firmware reset after the reboot asked for it"
+                           % (label(card), card["reset"]["key"]))
+            disruption.append(reset_sentence(card) if card["reset"]["level"] is not None
+                              else power_cycle_sentence(card))
+            report += firmware_sentences(card, policy)[3]
+            continue
         waiting = [r["param"] + "=" + r["wanted"] for r in card["to_set"] + card["pending"]]
         if card["to_set"]:
             changes.append("%s: set %s; takes effect at the next firmware reset or reboot"
@@ -643,12 +794,14 @@ def main():
             params=dict(type="dict", default={}),
             tool=dict(type="str", default="auto", choices=["auto", "mlxconfig", "mstconfig"]),
             devices=dict(type="list", elements="str", default=[]),
-            state=dict(type="str", default="planned", choices=["planned", "applied"]),
+            state=dict(type="str", default="planned", choices=["planned", "applied", "reset"]),
             root=dict(type="path", default="/"),
             firmware=dict(type="list", elements="dict", default=[]),
             firmware_policy=dict(type="str", default="report", choices=["report", "update"]),
             firmware_cache=dict(type="path"),
             firmware_allow_psid_change=dict(type="bool", default=False),
+            reset_record=dict(type="path"),
+            fwreset=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -677,7 +830,8 @@ def main():
         restrict.append(normal)
 
     result = {"changed": False, "tool": None, "flash_tool": None, "devices": [], "changes": [], "disruption": [],
-              "needs_reset": False, "reset_reason": "", "unsupported": [], "firmware_report": []}
+              "needs_reset": False, "reset_reason": "", "unsupported": [], "firmware_report": [], "boot_id": None,
+              "reset_due": [], "power_cycle": [], "fwreset_done": [], "reset_record": {}}
     cards = find_cards(p["root"])
     every_function = dict((f, pci) for pci, functions in cards.items() for f in functions)
     missing = [a for a in restrict if a not in every_function]
@@ -733,9 +887,16 @@ def main():
     run = module_runner(module)
     apply = p["state"] == "applied" and not module.check_mode
     allow_psid_change = p["firmware_allow_psid_change"]
-    # read and plan every card first: nothing is burned or set until every image to burn has passed its checks
-    cards_found, cards = cards, []
-    for pci, functions in sorted(cards_found.items()):
+    boot_id = read_boot_id()
+    record = read_record(module, p["reset_record"])
+    reset_tool = None
+    if p["fwreset"]:
+        for name in RESET_TOOLS[p["tool"]]:
+            reset_tool = reset_tool or module.get_bin_path(name)
+
+    def read_card(pci, functions):
+        """One card read and planned: its NV values, its firmware, and whether a reboot asked for what waits
+        on it already happened (the record) - then which firmware reset level could load it."""
         if knobs:
             parsed = query(module, run, tool, pci)
             plan = plan_firmware(parsed, wanted)["devices"][0]
@@ -745,6 +906,42 @@ def main():
         if pins:
             card["firmware"] = dict(plan_firmware_version(flint_query(module, run, flash_tool, pci), pins, policy),
                                     burned=False)
+        key = reset_key(card["to_set"], card["pending"], card.get("firmware"), policy)
+        entry = (record.get("cards") or {}).get(pci) or {}
+        # only what was written and waits for a reset: a value still to set, or an image still to burn, is
+        # set or burned first, and its reboot asked for (a new change)
+        written = not card["to_set"] and (card.get("firmware") or {}).get("state") != "to_update"
+        card["reset"] = {"key": key, "rebooted": written and boot_id is not None
+                         and reboot_already_done(record, pci, key, boot_id),
+                         "recorded_boot_id": entry.get("boot_id") if isinstance(entry, dict) else None,
+                         "tool": None, "levels": None, "level": None, "why": None, "done": False}
+        reset = card["reset"]
+        if reset["rebooted"]:
+            if not p["fwreset"]:
+                reset["why"] = "gpudirect_nic_config_fwreset is false (the role runs no mlxfwreset)"
+            elif reset_tool is None:
+                reset["why"] = ("neither mlxfwreset (package %s) nor mstfwreset (package mstflint) is installed"
+                                % TOOL_PACKAGES["mlxfwreset"])
+            else:
+                reset["tool"] = reset_tool
+                parsed_levels = fwreset_query(run, reset_tool, pci)
+                if "error" in parsed_levels:
+                    reset["why"] = "its reset levels could not be read (%s)" % parsed_levels["error"]
+                else:
+                    reset["levels"] = dict((str(n), row) for n, row in parsed_levels["levels"].items())
+                    reset["level"] = pick_fwreset_level(parsed_levels)
+                    if reset["level"] is None:
+                        reset["why"] = ("%s -d %s query offers no level that loads it without a reboot (level %d, "
+                                        "Driver restart and PCI reset, is needed; the card offers: %s)"
+                                        % (os.path.basename(reset_tool), pci, FWRESET_LOAD_LEVEL,
+                                           fwreset_levels_text(parsed_levels)))
+        return card
+
+    # read and plan every card first: nothing is burned or set until every image to burn has passed its checks
+    cards_found, cards = cards, []
+    for pci, functions in sorted(cards_found.items()):
+        card = read_card(pci, functions)
+        if pins:
             fw = card["firmware"]
             # the pin says its image carries another PSID (image_psid): refused here, before any drain or burn,
             # unless allowed (a PSID found only in the image is refused at the burn's checks below)
@@ -758,6 +955,45 @@ def main():
         if card["set_args"] and p["state"] == "applied":
             result["changed"] = True
         cards.append(card)
+
+    if p["state"] == "reset":
+        # only the cards whose reboot already happened and did not load what waits on them: level 3 where the
+        # card offers it, read back; the others need a cold power cycle (the message says so, per card)
+        failures = []
+        for index, card in enumerate(cards):
+            reset = card["reset"]
+            if not reset["rebooted"]:
+                continue
+            if reset["level"] is None:
+                failures.append(power_cycle_sentence(card))
+                continue
+            result["changed"] = True
+            if module.check_mode:
+                continue
+            name = os.path.basename(reset["tool"])
+            argv = [reset["tool"], "-d", card["pci"], "--level", str(reset["level"]), "-y", "reset"]
+            rc, out, err = run(argv)
+            if rc != 0:
+                failures.append("%s: %s failed (rc %s): %s; %s still waits. Run %s -d %s query on the node for the levels "
+                                "the card offers now; where none loads it without a reboot it needs a cold power cycle "
+                                "(power the node off and on), then run site.yml again"
+                                % (label(card), " ".join([name] + argv[1:]), rc, "; ".join(error_lines(out, err)).rstrip("."),
+                                   reset["key"], name, card["pci"]))
+                continue
+            again = read_card(card["pci"], card["functions"])
+            if again["reset"]["key"]:
+                failures.append("%s: %s reported success, but %s still waits (read again after the reset). It needs a "
+                                "cold power cycle: power the node off and on, then run site.yml again"
+                                % (label(card), " ".join([name] + argv[1:]), again["reset"]["key"]))
+                continue
+            again["reset"].update(done=True, tool=reset["tool"], level=reset["level"], levels=reset["levels"],
+                                  loaded=reset["key"], recorded_boot_id=reset["recorded_boot_id"])
+            cards[index] = again
+        if failures:
+            module.fail_json(msg="; ".join(failures) + ". No reboot was asked for: the reboot for this change already "
+                                                      "happened (never a second one for the same change).",
+                             devices=cards, power_cycle=failures,
+                             fwreset_done=[c["pci"] for c in cards if c["reset"].get("done")])
 
     prepared = {}
     workdir = None
@@ -815,6 +1051,20 @@ def main():
          "downloaded_sha256": c["firmware"]["downloaded_sha256"]}
         for c in reports if (c.get("firmware") or {}).get("burned")]
     result["needs_reset"] = any(c["needs_reset"] for c in reports)
+    result["boot_id"] = boot_id
+    result["reset_due"] = [c["pci"] for c in reports if c["reset"]["rebooted"] and c["reset"]["level"] is not None]
+    result["power_cycle"] = [power_cycle_sentence(c) for c in reports
+                             if c["reset"]["rebooted"] and c["reset"]["level"] is None]
+    result["fwreset_done"] = [c["pci"] for c in reports if c["reset"].get("done")]
+    # the record to keep on the node: per card what waits and the boot in which its reboot was asked for (a card
+    # whose reboot already happened keeps that boot; the others, whose reboot this run asks for, this one); the
+    # cards this call did not read keep their entries
+    kept = dict((pci, entry) for pci, entry in (record.get("cards") or {}).items() if pci not in cards_found)
+    for card in reports:
+        if card["reset"]["key"]:
+            kept[card["pci"]] = {"pending": card["reset"]["key"],
+                                 "boot_id": card["reset"]["recorded_boot_id"] if card["reset"]["rebooted"] else boot_id}
+    result["reset_record"] = {"cards": kept} if kept else {}
     if workdir:
         shutil.rmtree(workdir, ignore_errors=True)   # the .bin taken out of a .zip: burned, not kept
     result["unsupported"] = ["%s: %s" % (c["pci"], r["param"]) for c in reports for r in c["unsupported"]]

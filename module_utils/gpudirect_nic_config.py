@@ -723,6 +723,128 @@ def check_image_query(image_query, firmware, card_psid, allow_psid_change, pci, 
 
 
 # --------------------------------------------------------------------------------------------
+# mlxfwreset / mstfwreset: the firmware reset that loads what waits on Next Boot and the flash
+# --------------------------------------------------------------------------------------------
+
+# NVIDIA's MFT documentation, "mlxfwreset - Loading Firmware on 5th Generation Devices Tool"
+# (https://docs.nvidia.com/networking/display/mftv4330/mlxfwreset+%E2%80%93+loading+firmware+on+5th+generation+devices+tool,
+# https://docs.nvidia.com/networking/display/mftv4221lts/mlxfwreset+%E2%80%93+loading+firmware+on+5th+generation+devices+tool):
+# "mlxfwreset -d <device> query" lists the reset levels "that will ensure the loading of the new firmware",
+# "mlxfwreset -d <device> reset [-y] [--level <0,3,4>] [--type <0..2>] [--sync <0,1,2>]" runs one. Levels:
+#   0  Driver, PCI link, network link will remain up ("live-Patch"): a firmware live patch; it does not load
+#      the NV configuration
+#   1  Only ARM side will not remain up ("Immediate reset"): BlueField's embedded CPU side
+#   3  Driver restart and PCI reset: the card's firmware restarts, loading its flash image and Next Boot
+#   4  Warm Reboot: the tool reboots the machine (what already failed to reset the card here)
+#   5  Cold Reboot (older tools, mstflint 4.13-4.26 man pages): performed by the user
+# Reset types (levels 1, 3, 4): 0 full chip reset, 1 phy-less, 2 NIC only, 3 ARM only, 4 ARM OS shut down.
+# Reset sync (level 3 only): 0 tool is the owner, 1 driver is the owner, 2 (newer) synced tool flow.
+# The printed layout is mstflint's small_utils/mlxfwresetlib/cmd_reg_mfrl.py query_text and cmd_reg_mcam.py
+# reset_sync_query_text (Mellanox/mstflint commit b9d9e844a14ae1c85cb90c76ccd4a56a0eccd599), one row per entry,
+# "{n}: {description:<62}-{Supported|Not Supported:<14}{(default)}", the sync rows say "Not supported"; the
+# refusal of a level is small_utils/mstfwreset.py's "-E- Reset-level '3' is not supported in the current state
+# of this device." (exit 1). Captures: tests/fixtures/nic_config/README.md. Level 3 is what loads NV values
+# without a reboot: NVIDIA's nic-configuration-operator resets the firmware after setting ADVANCED_PCI_SETTINGS
+# "to softly reset the device's fw and enable the hidden mstconfig parameters" instead of rebooting
+# (github.com/Mellanox/nic-configuration-operator pull request #40), and the MFT page's levels 0/3/4 are those
+# "that will ensure the loading of the new firmware".
+FWRESET_TOOLS = ("mlxfwreset", "mstfwreset")
+# the one level the role runs: it loads Next Boot and the flash's image without a reboot. Never 0 (a live
+# patch loads no NV value), never 4 (a reboot: the one this run or an earlier one did already, which did not
+# reset the card), never 5 (a cold reboot is the admin's, with the BMC).
+FWRESET_LOAD_LEVEL = 3
+_FWRESET_SECTION_RE = re.compile(r"^(?P<what>Reset[- ](?:levels|types|sync|request method))\b.*:\s*$", re.IGNORECASE)
+_FWRESET_ROW_RE = re.compile(r"^(?P<num>\d+):\s+(?P<desc>.*?)\s*-(?P<support>Supported|Not Supported)\s*"
+                             r"(?P<default>\(default\))?\s*$", re.IGNORECASE)
+_FWRESET_SECTIONS = {"reset-levels": "levels", "reset levels": "levels", "reset-types": "types",
+                     "reset types": "types", "reset-sync": "syncs", "reset sync": "syncs",
+                     "reset-request method": "methods", "reset request method": "methods"}
+
+
+def parse_fwreset_query(text):
+    """Parse ``mlxfwreset|mstfwreset -d <dev> query``.
+
+    Returns ``levels``, ``types``, ``syncs``, ``methods``: each ``{number: {"description", "supported",
+    "default"}}`` as printed (an absent section is ``{}``). Lines outside a section (``The following query is
+    relevant only for reset-type 0:``, a ``-I-`` note) are skipped. ValueError on a ``-E-`` error (its words), a
+    row that is not ``N: description -Supported|-Not Supported [(default)]``, or no ``Reset-levels`` row (a
+    truncated or foreign output)."""
+    if not isinstance(text, str):
+        raise ValueError("mlxfwreset query output must be text, got %s" % type(text).__name__)
+    out = {"levels": {}, "types": {}, "syncs": {}, "methods": {}}
+    errors = []
+    section = None
+    for lineno, raw_line in enumerate(text.splitlines(), 1):
+        line = raw_line.strip()
+        if not line:
+            continue
+        if line.startswith("-E-"):
+            errors.append(line[3:].strip())
+            continue
+        match = _FWRESET_SECTION_RE.match(line)
+        if match:
+            section = _FWRESET_SECTIONS[match.group("what").lower()]
+            continue
+        if section is None or line.startswith(("-I-", "-W-")):
+            continue
+        match = _FWRESET_ROW_RE.match(line)
+        if not match:
+            if re.match(r"^\d+:", line):
+                raise ValueError("line %d: could not read a %s row (expected 'N: <description> -Supported' or "
+                                 "'-Not Supported'): %r" % (lineno, section[:-1], line))
+            section = None   # a line of another kind ends the section
+            continue
+        out[section][int(match.group("num"))] = {
+            "description": match.group("desc").strip(),
+            "supported": match.group("support").lower() == "supported",
+            "default": bool(match.group("default")),
+        }
+    if errors:
+        raise ValueError("the tool printed an error: %s" % "; ".join(errors))
+    if not out["levels"]:
+        raise ValueError("no 'Reset-levels:' rows (the output looks truncated, or is not an mlxfwreset query)")
+    return out
+
+
+def fwreset_levels_text(parsed):
+    """The levels as an admin reads them: ``3 Driver restart and PCI reset (supported), 4 Warm Reboot (not
+    supported)``."""
+    return ", ".join("%d %s (%s)" % (n, row["description"], "supported" if row["supported"] else "not supported")
+                     for n, row in sorted(parsed["levels"].items()))
+
+
+def pick_fwreset_level(parsed):
+    """The reset level that loads the pending NV values and flash image without a reboot: FWRESET_LOAD_LEVEL
+    when the query says it is supported, else None (the card needs a cold power cycle)."""
+    row = parsed["levels"].get(FWRESET_LOAD_LEVEL)
+    return FWRESET_LOAD_LEVEL if row and row["supported"] else None
+
+
+def reset_key(to_set, pending, firmware, policy="report"):
+    """What one card waits for, as a stable string (the record of the reboot asked for it compares it): the NV
+    values written, or to be written, for the next boot (``PARAM=wanted``, sorted), and under policy update the
+    pinned firmware the card does not run yet (``firmware <version>``: burned and waiting, or to be burned).
+    Empty when nothing waits for a reset."""
+    items = sorted(set("%s=%s" % (row["param"], row["wanted"]) for row in list(to_set) + list(pending)))
+    fw = firmware or {}
+    if policy == "update" and fw.get("state") in ("pending_reset", "to_update") and fw.get("pinned"):
+        items.append("firmware %s" % fw["pinned"])
+    return ", ".join(items)
+
+
+def reboot_already_done(record, pci, key, boot_id):
+    """True when ``record`` (the node's record of the reboots asked for pending changes, ``{"cards": {pci:
+    {"pending": key, "boot_id": id}}}``) says a reboot was asked for exactly this card's ``key`` in another boot
+    than ``boot_id``: the machine has booted since, and the change still waits."""
+    if not key or not isinstance(record, dict):
+        return False
+    entry = (record.get("cards") or {}).get(pci)
+    if not isinstance(entry, dict):
+        return False
+    return entry.get("pending") == key and bool(entry.get("boot_id")) and entry.get("boot_id") != boot_id
+
+
+# --------------------------------------------------------------------------------------------
 # mlnx_qos
 # --------------------------------------------------------------------------------------------
 

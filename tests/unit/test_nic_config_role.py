@@ -58,18 +58,28 @@ def node(tmp_path):
     os.symlink(STANDIN, str(bindir / "mstconfig"))
     state = tmp_path / "standin-state"
     env = {"PATH": "%s:%s" % (bindir, os.environ["PATH"]), "STANDIN_MLXCONFIG_STATE": str(state)}
+    # the node's record of the reboots asked for (tasks/record.yml), in a folder of the mode the role gives
+    # /var/lib/gpudirect, not this machine's
+    record_dir = tmp_path / "gpudirect"
+    record_dir.mkdir()
+    os.chmod(str(record_dir), 0o755)
     subprocess.run([sys.executable, STANDIN, "--standin-add", CX7, "ConnectX7"], check=True,
                    env=dict(os.environ, **env))
 
     class Node:
         root = tree.root
+        record = record_dir / "nic-config-reset.json"
 
         @staticmethod
-        def play(extra, check=False):
+        def play(extra, check=False, entry="main"):
             # the role alone on a node in service refuses its disruption (gpudirect_drain disrupt): this
             # test node runs no jobs, as a server not yet in service
-            extra = dict({"gpudirect_drain_nodes_run_no_jobs": True}, **extra)
-            done = play_on_localhost(tmp_path, PLAY % tree.root, extra, check=check, env_extra=env)
+            extra = dict({"gpudirect_drain_nodes_run_no_jobs": True,
+                          "__gpudirect_nic_config_reset_record": str(record_dir / "nic-config-reset.json")}, **extra)
+            # entry after_reboot: what the reboot stage's after-boot checks run when the role asked for the reboot
+            text = (PLAY % tree.root).replace("        name: gpudirect_nic_config\n", "        name: gpudirect_nic_config\n"
+                                              "        tasks_from: %s\n" % entry)
+            done = play_on_localhost(tmp_path, text, extra, check=check, env_extra=env)
             found = [line for line in done.stdout.splitlines() if '"msg": "RESULT ' in line]
             result = json.loads(json.loads("{%s}" % found[-1].strip())["msg"][len("RESULT "):]) if found else None
             return done, result
@@ -104,7 +114,7 @@ def test_set_then_reboot_request_then_converged_after_the_boot(node):
 
     done, result = node.play(wanted)
     assert done.returncode == 0, done.stdout
-    assert " changed=1 " in done.stdout                                       # the set
+    assert " changed=2 " in done.stdout                                 # the set, and the record of the reboot asked for
     # the plan is read again after the set: the cards as the stage left them, for the reports
     assert result["plan"]["set"] == [] and result["plan"]["changes"] == [
         "0000:17:00.0 (ConnectX7): ATS_ENABLED=1, NUM_OF_VFS=8 already set for the next boot (running ATS_ENABLED "
@@ -123,10 +133,17 @@ def test_set_then_reboot_request_then_converged_after_the_boot(node):
     assert " changed=0 " in again.stdout                                     # no set ran
 
     node.boot()
+    # the reboot stage's after-boot step: the reboot loaded it (the stand-in's card resets at a reboot); the
+    # record of the reboot asked for is removed
+    after, result = node.play(wanted, entry="after_reboot")
+    assert after.returncode == 0, after.stdout
+    assert "after the reboot nothing waits on 0000:17:00.0: the reboot loaded it" in after.stdout
+    assert " changed=1 " in after.stdout and not os.path.exists(str(node.record))
     converged, result = node.play(wanted)
     assert converged.returncode == 0, converged.stdout
     assert result["plan"]["changes"] == [] and result["plan"]["disruption"] == [] and result["reasons"] == []
     assert "ConnectX firmware configuration in place on 0000:17:00.0" in converged.stdout
+    assert " changed=0 " in converged.stdout
 
 
 @pytest.mark.parametrize("extra, words", [
@@ -162,6 +179,7 @@ PLAY_ROOT_KNOB = """---
 
 
 def _play_root_knob(tmp_path, extra, env, check=False):
+    extra = dict({"__gpudirect_nic_config_reset_record": str(tmp_path / "nic-config-reset.json")}, **extra)
     done = play_on_localhost(tmp_path, PLAY_ROOT_KNOB, extra, check=check, env_extra=env)
     found = [line for line in done.stdout.splitlines() if '"msg": "RESULT ' in line]
     return done, (json.loads(json.loads("{%s}" % found[-1].strip())["msg"][len("RESULT "):]) if found else None)
@@ -295,6 +313,8 @@ def test_firmware_update_burns_asks_for_the_one_reboot_then_converges(fw_node):
     assert result["plan"]["firmware_update"] == [] and result["plan"]["devices"][0]["firmware"]["state"] == "pending_reset"
 
     fw_node.boot()
+    after, result = fw_node.play(wanted, entry="after_reboot")               # the reboot stage's after-boot step
+    assert after.returncode == 0 and "the reboot loaded it" in after.stdout, after.stdout
     converged, result = fw_node.play(wanted)
     assert converged.returncode == 0, converged.stdout
     assert result["plan"]["changes"] == [] and result["plan"]["disruption"] == [] and result["reasons"] == []
@@ -471,7 +491,8 @@ def test_a_burn_that_fails_leaves_the_node_drained_and_named(fw_node, tmp_path):
              "gpudirect_nic_config_firmware_policy": "update",
              "gpudirect_drain_command": ["sh", "-c", "echo drain >>%s" % log],
              "gpudirect_drain_resume_command": ["sh", "-c", "echo resume >>%s" % log],
-             "gpudirect_drain_command_waits": True, "gpudirect_drain_left_drained_file": note}
+             "gpudirect_drain_command_waits": True, "gpudirect_drain_left_drained_file": note,
+             "__gpudirect_nic_config_reset_record": str(tmp_path / "nic-config-reset.json")}
     env = {"PATH": "%s:%s" % (tmp_path / "bin", os.environ["PATH"]),
            "STANDIN_MLXCONFIG_STATE": str(tmp_path / "standin-state")}
     try:
@@ -492,3 +513,98 @@ def test_a_burn_that_fails_leaves_the_node_drained_and_named(fw_node, tmp_path):
     assert "echo resume" in table
     assert "failed at 'Fail the node whose ConnectX firmware burn failed': localhost: firmware burn failed on card " \
            "0000:17:00.0" in done.stdout
+
+
+# ------------------------------------------------------------------ a card a warm reboot does not reset (issue #44)
+
+def _rebooted_without_reset(node, tmp_path, levels):
+    """The role set ATS_ENABLED=1 and asked for the reboot, which happened (the record's boot id is now another
+    boot's) and did not reset the card (the stand-in's warm_reboot_resets: false)."""
+    env = dict(os.environ, STANDIN_MLXCONFIG_STATE=str(tmp_path / "standin-state"))
+    os.symlink(STANDIN, str(tmp_path / "bin" / "mstfwreset"))
+    subprocess.run([sys.executable, STANDIN, "--standin-set", CX7, "warm_reboot_resets=false", "reset_levels=" + levels],
+                   check=True, env=env)
+    wanted = {"gpudirect_nic_config_params": {"ATS_ENABLED": True}}
+    done, result = node.play(wanted)
+    assert done.returncode == 0, done.stdout
+    assert result["reasons"] == ["gpudirect_nic_config: ConnectX firmware values wait for a firmware reset or reboot: "
+                                 "0000:17:00.0 ATS_ENABLED=1"]
+    record_path = node.record
+    record = json.loads(record_path.read_text())
+    assert list(record["cards"]) == [CX7] and record["cards"][CX7]["pending"] == "ATS_ENABLED=1"
+    # the reboot: the stand-in's boot hook (which leaves this card as it is) and another boot id in the record's past
+    node.boot()
+    record["cards"][CX7]["boot_id"] = "00000000-1111-2222-3333-444444444444"
+    record_path.write_text(json.dumps(record))
+    assert node.params()["ATS_ENABLED"]["current"] == 0
+    return wanted, record_path
+
+
+def test_a_reboot_that_did_not_reset_the_card_gets_mlxfwreset_not_a_second_reboot(node, tmp_path):
+    wanted, record_path = _rebooted_without_reset(node, tmp_path, "3,4")
+    checked, result = node.play(wanted, check=True)
+    assert checked.returncode == 0, checked.stdout
+    assert result["reasons"] == [] and result["plan"]["reset_due"] == [CX7]
+    assert result["plan"]["disruption"][0].startswith("0000:17:00.0 (ConnectX7): firmware reset (mstfwreset level 3, "
+                                                      "Driver restart and PCI reset) to load ATS_ENABLED=1")
+    assert node.params()["ATS_ENABLED"]["current"] == 0 and record_path.exists()          # --check reset nothing
+
+    done, result = node.play(wanted)
+    assert done.returncode == 0, done.stdout
+    assert "0000:17:00.0 reset with mlxfwreset level 3 (Driver restart and PCI reset)" in done.stdout
+    assert result["reasons"] == []                                                        # no second reboot
+    assert result["plan"]["changes"] == [] and result["plan"]["disruption"] == []
+    assert node.params()["ATS_ENABLED"]["current"] == 1
+    assert not record_path.exists()                                                       # nothing waits
+
+
+AFTER_REBOOT_BATCH = """---
+- name: A rolling batch of one node, from the reboot stage's after-boot step on (playbooks/rolling.yml's shape)
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars:
+    gpudirect_nic_config_sysfs_root: %s
+  tasks:
+    - name: Drain and change the node
+      block:
+        - {name: Drain, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: drain}}
+        - {name: After the reboot, ansible.builtin.include_role: {name: gpudirect_nic_config, tasks_from: after_reboot}}
+        - {name: Verified, ansible.builtin.set_fact: {gpudirect_verify_status: passed}}
+      rescue:
+        - {name: Record the failure, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: failed}}
+    - {name: Resume the node or leave it drained, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: resume}}
+    - {name: Table of the nodes left drained, ansible.builtin.include_role: {name: gpudirect_drain, tasks_from: report}}
+"""
+
+
+def test_a_card_without_level_3_leaves_the_node_drained_named_with_the_cold_power_cycle(node, tmp_path):
+    import time
+
+    wanted, record_path = _rebooted_without_reset(node, tmp_path, "4")
+    log = tmp_path / "scheduler.log"
+    note = "/var/lib/gpudirect/unit-left-drained-%d-%d.json" % (os.getpid(), time.monotonic_ns())
+    extra = dict(wanted, gpudirect_drain_command=["sh", "-c", "echo drain >>%s" % log],
+                 gpudirect_drain_resume_command=["sh", "-c", "echo resume >>%s" % log],
+                 gpudirect_drain_command_waits=True, gpudirect_drain_left_drained_file=note,
+                 __gpudirect_nic_config_reset_record=str(record_path))
+    env = {"PATH": "%s:%s" % (tmp_path / "bin", os.environ["PATH"]),
+           "STANDIN_MLXCONFIG_STATE": str(tmp_path / "standin-state")}
+    try:
+        done = play_on_localhost(tmp_path, AFTER_REBOOT_BATCH % node.root, extra, env_extra=env)
+        assert os.path.exists(note)
+    finally:
+        if os.path.exists(note):
+            os.remove(note)
+    assert done.returncode != 0, done.stdout
+    assert log.read_text().split() == ["drain"]                                           # never resumed
+    said = ("localhost: 0000:17:00.0 (ConnectX7): ATS_ENABLED=1 still waits for a firmware reset after the reboot asked "
+            "for it (boot 00000000-1111-2222-3333-444444444444): a warm reboot does not reset this card, and mstfwreset "
+            "-d 0000:17:00.0 query offers no level that loads it without a reboot")
+    assert said in done.stdout, done.stdout
+    assert "It needs a cold power cycle" in done.stdout and "is not resumed" in done.stdout
+    table = done.stdout.split("TASK [gpudirect_drain : Print the nodes left drained]")[1].split("TASK [")[0]
+    assert "localhost" in table and "Fail the node whose ConnectX card needs a cold power cycle" in table, table
+    assert "echo resume" in table
+    assert "Reboot requested" not in done.stdout                                          # no second reboot asked
+    assert node.params()["ATS_ENABLED"]["current"] == 0 and record_path.exists()          # the record is kept

@@ -57,7 +57,7 @@ def test_the_package_brings_mstconfig_and_enables_the_boot_unit(repo, tmp_path):
     files = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
     names = sorted(line.split()[-1] for line in files.splitlines() if not line.endswith("/"))
     assert names == ["./lib/systemd/system/standin-mlxconfig-boot.service", "./usr/bin/mstconfig",
-                     "./usr/bin/mstflint", "./usr/bin/standin-mlxconfig-boot"]
+                     "./usr/bin/mstflint", "./usr/bin/mstfwreset", "./usr/bin/standin-mlxconfig-boot"]
     root = tmp_path / "root"
     subprocess.run(["dpkg-deb", "-R", deb, str(root)], check=True)
     unit = (root / "lib/systemd/system/standin-mlxconfig-boot.service").read_text()

@@ -363,6 +363,8 @@ Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
   install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mstconfig"
   # the same script answers as mstflint (burn/query of the firmware image) when called by that name
   install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mstflint"
+  # and as mstfwreset (the firmware reset: query and level 3 load Next Boot and the flash's firmware)
+  install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mstfwreset"
   # mstflint ships mstconfig only (mlxconfig is MFT's): the boot script and unit call it by that name
   sed 's#/usr/bin/mlxconfig#/usr/bin/mstconfig#' "$here/src/mft/standin-mlxconfig-boot" \
     > "$r/usr/bin/standin-mlxconfig-boot"
@@ -391,6 +393,8 @@ Recommends: mlnx-ofed-kernel-dkms (= $kver)" \
   install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mlxconfig"
   # and as MFT's flint (burn/query of the firmware image), by that name
   install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/flint"
+  # and as MFT's mlxfwreset (the firmware reset, by that name)
+  install -m 755 "$here/src/mft/mlxconfig" "$r/usr/bin/mlxfwreset"
   install -m 644 "$here/src/mft/standin-mlxconfig-boot.service" "$r/lib/systemd/system/standin-mft-boot.service"
   unit_maintscripts "$r" standin-mft-boot.service
   finish_pkg "$r" "$dest" "Depends: python3" \
