@@ -140,6 +140,13 @@ trial:
   description: The kernel booted once at the next boot (O(state=trial)), or tried by this chain (null when none).
   returned: always
   type: str
+refreshed_for:
+  description:
+    - With O(state=trial), the installed kernels (C(/boot/vmlinuz-*)) that C(/boot/grub/grub.cfg) did not list, for
+      which C(update-grub) ran before the newest kernel was read (a node whose kernel packages did not run it).
+  returned: when grub.cfg was regenerated
+  type: list
+  elements: str
 reason:
   description: Why the module held, released or left the default, in one sentence.
   returned: always
@@ -154,8 +161,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_host import read_text
 from ansible.module_utils.gpudirect_kernel import (
     C_LOCALE, GRUB_CFG, GRUBENV, boot_hold_decision, boot_once_decision, boot_once_end, default_boot_kernel,
-    grub_entry_path, newest_grub_kernel, parse_grub_cfg, parse_grubenv, render_hold_dropin, render_pin_dropin,
-    running_kernel, under)
+    grub_entry_path, kernels_without_grub_entry, newest_grub_kernel, parse_grub_cfg, parse_grubenv, render_hold_dropin,
+    render_pin_dropin, running_kernel, under)
 
 
 class Boot:
@@ -315,13 +322,24 @@ def boot_once(boot, state, kernel, result):
             result.update(changed=released["changed"], default=released["default"],
                           reason="%s; %s" % (released["reason"], result["reason"]))
         return result
-    newest = kernel if state == "trial" and kernel else (newest_grub_kernel(boot.cfg()) if state == "trial" else None)
+    refreshed = False
+    if state == "trial":
+        # grub.cfg must list what /boot holds before the newest kernel is read from it
+        missing = kernels_without_grub_entry(boot.root, boot.cfg())
+        if missing:
+            refreshed = True
+            result["refreshed_for"] = missing
+            if not boot.module.check_mode:
+                boot.run([boot.update_grub], "list the installed kernels")
+        newest = kernel or (missing[-1] if boot.module.check_mode and missing else newest_grub_kernel(boot.cfg()))
+    else:
+        newest = None
     decision = boot_once_decision(running, newest, record)
     result["reason"] = decision["reason"]
     if decision["action"] == "unknown":
         return result
     proven, trial = decision["proven"], decision["trial"]
-    changed = _pin(boot, proven)
+    changed = _pin(boot, proven) or refreshed
     data = {"kernel": proven, "boot_once": True, "method": "grub",
             "trial": trial if state == "trial" else (record or {}).get("trial") if (record or {}).get("boot_once") else None}
     data["instead_of"] = data["trial"]

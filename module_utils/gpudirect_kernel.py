@@ -742,6 +742,20 @@ def newest_grub_kernel(cfg):
     return _release_of_image((chosen["entry"] or {}).get("image"))
 
 
+def kernels_without_grub_entry(root, cfg):
+    """The kernel releases with an image in ``<root>/boot`` (``vmlinuz-<release>``, not the
+    symlinks) that no normal entry of ``cfg`` loads: grub.cfg was not regenerated since they
+    were installed (a node with grub-common but no grub-pc/grub-efi package, whose
+    /etc/kernel/postinst.d/zz-update-grub would have run update-grub)."""
+    folder = under(root, "boot")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    releases = [_release_of_image(n) for n in names if not os.path.islink(os.path.join(folder, n))]
+    return [r for r in releases if r and grub_entry_path(cfg, r) is None]
+
+
 def boot_once_decision(running, newest, record):
     """Which kernel is pinned as the default while a new one is tried, and which one is
     tried. ``running``: the running kernel; ``newest``: the kernel a plain update-grub makes

@@ -252,6 +252,22 @@ def test_check_mode_changes_nothing(node, run_module):
     assert default_boot_kernel(str(node))[0] == NEW
 
 
+def test_a_kernel_grub_cfg_does_not_list_yet_is_listed_before_the_trial(node, run_module):
+    # the packages did not run update-grub (grub-common without grub-pc/grub-efi): grub.cfg
+    # lists only OLD while /boot holds NEW too; reading the newest from it would try nothing
+    _run(run_module, node, state="pinned")
+    # then the install: NEW in /boot, grub.cfg as the pin left it, NEW not listed
+    cfg = (node / "boot" / "grub" / "grub.cfg").read_text()
+    (node / "boot" / "grub" / "grub.cfg").write_text(cfg.replace(NEW, OLD))
+    for release in (OLD, NEW):
+        (node / "boot" / ("vmlinuz-" + release)).write_text("kernel image\n")
+    os.symlink("vmlinuz-" + NEW, node / "boot" / "vmlinuz")
+    result = _run(run_module, node, state="trial")
+    assert result["changed"] and result["refreshed_for"] == [NEW] and result["trial"] == NEW
+    assert next_entry(node) == NEW_PATH
+    assert "refreshed_for" not in _run(run_module, node, state="trial")
+
+
 def test_grub_reboot_failure_fails_naming_it(node, run_module):
     _tool(node, "usr/sbin/grub-reboot", "#!/bin/sh\necho 'grub-editenv: error: cannot open /boot/grub/grubenv' >&2\nexit 1\n")
     result = _run(run_module, node, state="trial")
