@@ -9,8 +9,16 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: gpudirect_boot_default
-short_description: Hold the default boot kernel on the running one when a kernel update's chain was not proven
+short_description: Boot a new kernel once before it becomes the default; hold the default on a proven kernel
 description:
+  - "A kernel update on GRUB (Debian/Ubuntu) boots the new kernel once before it becomes the default (issue #43):
+    O(state=pinned), before the packages are installed, pins the default boot entry on the last proven kernel (a
+    drop-in setting C(GRUB_DEFAULT) to its entry, C(update-grub), and a record with C(boot_once)); O(state=trial),
+    just before the reboot, names the newest kernel's entry as GRUB's one-shot C(next_entry) (C(grub-reboot)).
+    GRUB clears it as it boots it, so a node that panics, hangs or is power-cycled on the new kernel boots the
+    pinned one next. O(state=held) at the end of the chain promotes the new kernel (removes the pin) when the node
+    verified on it (O(proven=true)), and otherwise keeps the pin and clears a one-shot boot still pending. The
+    decisions are C(module_utils/gpudirect_kernel.py) C(boot_once_decision) and C(boot_once_end)."
   - O(state=held) makes the running kernel the boot loader's default again when the default boot kernel is
     another one (the new kernel of an update) and the update's chain (DKMS modules in dependency order, reboot,
     drivers, verification) was not proven in this run (O(proven=false)), so that an unplanned boot does not land
@@ -24,15 +32,26 @@ description:
     replaced back with C(grubby --set-default)), so the newest kernel is the default again. Run it when the
     update's chain starts again on the node.
   - A node without GRUB and grubby has nothing to hold; the result says so (RV(method) C(none)) without failing.
+  - Boot once needs GRUB's C(next_entry). With grubby (EL) or no boot loader, O(state=pinned) and O(state=trial)
+    change nothing and say that the new kernel is the default as the packages make it (RV(reason)); the hold
+    after an unproven chain works as before.
 version_added: "1.3.0"
 author:
   - GPUDirect RDMA toolkit maintainers (!UNKNOWN)
 options:
   state:
-    description: C(held) (hold when needed) or C(released) (undo a hold).
+    description:
+      - C(pinned) (pin the default on the last proven kernel before a kernel install), C(trial) (boot the newest
+        kernel once at the next boot), C(held) (at the end of the chain, promote, keep the pin, or hold the running
+        kernel when needed) or C(released) (undo a hold or pin).
     type: str
-    choices: [held, released]
+    choices: [pinned, trial, held, released]
     required: true
+  kernel:
+    description:
+      - With O(state=trial), the kernel release to boot once. Default, the newest kernel of C(/boot/grub/grub.cfg)
+        (the one a plain C(update-grub) makes the default).
+    type: str
   proven:
     description: The update's chain passed verification on the running kernel in this run (O(state=held)).
     type: bool
@@ -49,6 +68,20 @@ options:
     description: The command that regenerates C(/boot/grub/grub.cfg) on Debian/Ubuntu.
     type: path
     default: /usr/sbin/update-grub
+  grub_reboot:
+    description: The command that sets GRUB's one-shot C(next_entry) (O(state=trial)).
+    type: path
+    default: /usr/sbin/grub-reboot
+  grub_editenv:
+    description: The command that edits C(/boot/grub/grubenv) (clears a one-shot boot left pending).
+    type: path
+    default: /usr/bin/grub-editenv
+  grub_set_default:
+    description:
+      - The command that sets grubenv's C(saved_entry); with C(GRUB_DEFAULT=saved) the promoted kernel becomes the
+        default through it (no package install moves C(saved_entry)).
+    type: path
+    default: /usr/sbin/grub-set-default
   root:
     description:
       - Tree to work in instead of C(/) (tests). C(grubby) runs only when it is C(/); O(update_grub) is then the
@@ -60,6 +93,14 @@ notes:
 """
 
 EXAMPLES = r"""
+- name: Pin the default boot kernel on the last proven one before the kernel packages are installed
+  gpudirect_boot_default:
+    state: pinned
+
+- name: Boot the new kernel once at the next boot
+  gpudirect_boot_default:
+    state: trial
+
 - name: Keep the running kernel as the default boot kernel unless the chain was proven
   gpudirect_boot_default:
     state: held
@@ -88,9 +129,24 @@ default:
   returned: always
   type: str
 instead_of:
-  description: The default boot kernel the hold replaced (null when none).
+  description: The default boot kernel the hold replaced, or the kernel tried while pinned (null when none).
   returned: always
   type: str
+kernel:
+  description: The kernel the hold or pin keeps as the default boot kernel (null when none).
+  returned: always
+  type: str
+trial:
+  description: The kernel booted once at the next boot (O(state=trial)), or tried by this chain (null when none).
+  returned: always
+  type: str
+refreshed_for:
+  description:
+    - With O(state=trial), the installed kernels (C(/boot/vmlinuz-*)) that C(/boot/grub/grub.cfg) did not list, for
+      which C(update-grub) ran before the newest kernel was read (a node whose kernel packages did not run it).
+  returned: when grub.cfg was regenerated
+  type: list
+  elements: str
 reason:
   description: Why the module held, released or left the default, in one sentence.
   returned: always
@@ -104,8 +160,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpudirect_host import read_text
 from ansible.module_utils.gpudirect_kernel import (
-    C_LOCALE, GRUB_CFG, boot_hold_decision, default_boot_kernel, grub_entry_path, parse_grub_cfg,
-    render_hold_dropin, running_kernel, under)
+    C_LOCALE, GRUB_CFG, GRUBENV, boot_hold_decision, boot_once_decision, boot_once_end, default_boot_kernel,
+    grub_entry_path, kernels_without_grub_entry, newest_grub_kernel, parse_grub_cfg, parse_grubenv, render_hold_dropin,
+    render_pin_dropin, running_kernel, under)
 
 
 class Boot:
@@ -117,6 +174,9 @@ class Boot:
         self.dropin = under(self.root, p["dropin"])
         self.record = under(self.root, p["record"])
         self.update_grub = p["update_grub"]
+        self.grub_reboot = p["grub_reboot"]
+        self.grub_editenv = p["grub_editenv"]
+        self.grub_set_default = p["grub_set_default"]
         self.method = self._method()
 
     def _method(self):
@@ -155,6 +215,23 @@ class Boot:
             return {}
         return data if isinstance(data, dict) else {}
 
+    def cfg(self):
+        return parse_grub_cfg(read_text(under(self.root, GRUB_CFG)))
+
+    def next_entry(self):
+        return parse_grubenv(read_text(under(self.root, GRUBENV))).get("next_entry") or None
+
+    def entry(self, cfg, release, why):
+        entry = grub_entry_path(cfg, release)
+        if entry is None:
+            self.module.fail_json(msg="%s, but no normal entry of /boot/grub/grub.cfg loads vmlinuz-%s: check that the "
+                                      "kernel is installed and update-grub ran, or set the default by hand "
+                                      "(grub-set-default, GRUB_DEFAULT) before the node reboots" % (why, release))
+        return entry
+
+    def clear_next_entry(self):
+        self.run([self.grub_editenv, "/" + GRUBENV, "unset", "next_entry"], "clear the one-shot boot")
+
     def write(self, path, text):
         directory = os.path.dirname(path)
         if not os.path.isdir(directory):
@@ -164,6 +241,9 @@ class Boot:
 
 
 def hold(boot, proven, result):
+    record = boot.read_record()
+    if record and record.get("boot_once"):
+        return end_boot_once(boot, proven, record, result)
     running = running_kernel(boot.root, live=boot.live)
     default = boot.default()
     result.update(running=running, default=default)
@@ -171,6 +251,7 @@ def hold(boot, proven, result):
     result["reason"] = decision["reason"]
     record = boot.read_record()
     result["held"] = record is not None and (record or {}).get("kernel") == running and default == running
+    result["kernel"] = running if result["held"] else None
     if result["held"]:
         result["instead_of"] = record.get("instead_of")
     if decision["action"] != "hold":
@@ -186,7 +267,7 @@ def hold(boot, proven, result):
             boot.module.fail_json(msg="%s, but no normal entry of /boot/grub/grub.cfg loads vmlinuz-%s: set the "
                                       "default by hand (grub-set-default, GRUB_DEFAULT) before the node reboots"
                                       % (decision["reason"], running), **result)
-    result.update(changed=True, held=True, instead_of=default, default=running)
+    result.update(changed=True, held=True, instead_of=default, default=running, kernel=running)
     if boot.module.check_mode:
         return result
     boot.write(boot.record, json.dumps({"kernel": running, "instead_of": default, "method": boot.method,
@@ -202,6 +283,132 @@ def hold(boot, proven, result):
         boot.module.fail_json(msg="the default boot kernel is still %s after holding %s (%s): check the boot "
                                   "loader's default entry by hand before the node reboots"
                                   % (after, running, boot.method), **result)
+    return result
+
+
+def _pin(boot, proven):
+    """Make ``proven`` the default through the drop-in (update-grub when it changes); True when it changed."""
+    text = render_pin_dropin(boot.entry(boot.cfg(), proven, "the default boot kernel is pinned on %s" % proven), proven)
+    if read_text(boot.dropin) == text:
+        return False
+    if not boot.module.check_mode:
+        boot.write(boot.dropin, text)
+        boot.run([boot.update_grub], "pin")
+    return True
+
+
+def _write_record(boot, record, data):
+    old = dict(record or {})
+    old.pop("since", None)
+    if old == data:
+        return False
+    if not boot.module.check_mode:
+        boot.write(boot.record, json.dumps(dict(data, since=int(time.time())), sort_keys=True) + "\n")
+    return True
+
+
+def boot_once(boot, state, kernel, result):
+    """state pinned (before the install) or trial (before the reboot)."""
+    running = running_kernel(boot.root, live=boot.live)
+    record = boot.read_record()
+    result.update(running=running, default=boot.default())
+    if boot.method != "grub":
+        result["reason"] = ("boot once needs GRUB's one-shot entry (/boot/grub/grub.cfg with %s); this node has %s: "
+                            "the new kernel is the default boot kernel as the packages make it"
+                            % (boot.update_grub, "grubby" if boot.method == "grubby" else "neither GRUB nor grubby"))
+        if record is not None and not record.get("boot_once"):
+            # an earlier run's hold (grubby): released, as every chain did before boot once
+            released = release(boot, dict(result))
+            result.update(changed=released["changed"], default=released["default"],
+                          reason="%s; %s" % (released["reason"], result["reason"]))
+        return result
+    refreshed = False
+    if state == "trial":
+        # grub.cfg must list what /boot holds before the newest kernel is read from it
+        missing = kernels_without_grub_entry(boot.root, boot.cfg())
+        if missing:
+            refreshed = True
+            result["refreshed_for"] = missing
+            if not boot.module.check_mode:
+                boot.run([boot.update_grub], "list the installed kernels")
+        newest = kernel or (missing[-1] if boot.module.check_mode and missing else newest_grub_kernel(boot.cfg()))
+    else:
+        newest = None
+    decision = boot_once_decision(running, newest, record)
+    result["reason"] = decision["reason"]
+    if decision["action"] == "unknown":
+        return result
+    proven, trial = decision["proven"], decision["trial"]
+    changed = _pin(boot, proven) or refreshed
+    data = {"kernel": proven, "boot_once": True, "method": "grub",
+            "trial": trial if state == "trial" else (record or {}).get("trial") if (record or {}).get("boot_once") else None}
+    data["instead_of"] = data["trial"]
+    changed = _write_record(boot, record, data) or changed
+    if trial is not None:
+        entry = boot.entry(boot.cfg(), trial, "%s is to boot once" % trial)
+        if boot.next_entry() != entry:
+            changed = True
+            if not boot.module.check_mode:
+                boot.run([boot.grub_reboot, entry], "boot once")
+    elif state == "trial" and boot.next_entry() is not None:
+        # nothing to try: a one-shot boot left from elsewhere would boot another kernel than the proven one
+        changed = True
+        if not boot.module.check_mode:
+            boot.clear_next_entry()
+    result.update(changed=changed, held=True, kernel=proven, trial=trial, instead_of=data["instead_of"])
+    if boot.module.check_mode:
+        result["default"] = trial or proven
+        return result
+    after = boot.default()
+    result["default"] = after
+    if after != (trial or proven):
+        boot.module.fail_json(msg="the kernel GRUB boots next is %s, not %s, after %s: check /boot/grub/grub.cfg and "
+                                  "grubenv by hand before the node reboots"
+                                  % (after, trial or proven, "grub-reboot" if trial else "pinning the default"), **result)
+    return result
+
+
+def end_boot_once(boot, proven_chain, record, result):
+    """state held on a node with a boot-once record: promote, or keep the pin."""
+    running = running_kernel(boot.root, live=boot.live)
+    decision = boot_once_end(running, record, proven_chain)
+    trial = record.get("trial")
+    result.update(running=running, default=boot.default(), reason=decision["reason"], trial=trial,
+                  instead_of=record.get("instead_of"))
+    pending = boot.next_entry() if boot.method == "grub" else None
+    trial_entry = grub_entry_path(boot.cfg(), trial) if trial and boot.method == "grub" else None
+    # a one-shot boot of the tried kernel still pending (the node never rebooted, or a boot loader that
+    # cannot write grubenv) would boot it again: cleared either way
+    stale = pending is not None and pending == trial_entry
+    if decision["action"] == "promote":
+        result.update(changed=True, held=False, kernel=None)
+        if boot.module.check_mode:
+            result["default"] = running
+            return result
+        if stale:
+            boot.clear_next_entry()
+        if os.path.exists(boot.dropin):
+            os.remove(boot.dropin)
+            boot.run([boot.update_grub], "promote")
+        os.remove(boot.record)
+        result["default"] = boot.default()
+        if result["default"] != running and "saved_entry" in (boot.cfg().get("default") or ""):
+            # GRUB_DEFAULT=saved: the default is grubenv's saved_entry, which no package install moves
+            boot.run([boot.grub_set_default, boot.entry(boot.cfg(), running, "%s verified" % running)], "promote")
+            result["default"] = boot.default()
+        if result["default"] != running:
+            boot.module.warn("%s verified and the pin is removed, but GRUB's default is %s: GRUB_DEFAULT in "
+                             "/etc/default/grub chooses it (set it to 0 for the newest kernel, or to saved)"
+                             % (running, result["default"]))
+        return result
+    result.update(held=True, kernel=record.get("kernel"))
+    changed = _pin(boot, record.get("kernel")) if boot.method == "grub" else False
+    if stale:
+        changed = True
+        if not boot.module.check_mode:
+            boot.clear_next_entry()
+    result["changed"] = changed
+    result["default"] = record.get("kernel") if boot.module.check_mode else boot.default()
     return result
 
 
@@ -236,19 +443,25 @@ def release(boot, result):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", required=True, choices=["held", "released"]),
+            state=dict(type="str", required=True, choices=["pinned", "trial", "held", "released"]),
             proven=dict(type="bool", default=False),
+            kernel=dict(type="str"),
             dropin=dict(type="path", default="/etc/default/grub.d/99-gpudirect-boot-hold.cfg"),
             record=dict(type="path", default="/var/lib/gpudirect/boot-hold.json"),
             update_grub=dict(type="path", default="/usr/sbin/update-grub"),
+            grub_reboot=dict(type="path", default="/usr/sbin/grub-reboot"),
+            grub_editenv=dict(type="path", default="/usr/bin/grub-editenv"),
+            grub_set_default=dict(type="path", default="/usr/sbin/grub-set-default"),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
     )
     boot = Boot(module)
     result = {"changed": False, "method": boot.method, "held": False, "running": None, "default": None,
-              "instead_of": None, "reason": ""}
-    if module.params["state"] == "held":
+              "instead_of": None, "kernel": None, "trial": None, "reason": ""}
+    if module.params["state"] in ("pinned", "trial"):
+        result = boot_once(boot, module.params["state"], module.params["kernel"], result)
+    elif module.params["state"] == "held":
         result = hold(boot, module.params["proven"], result)
     else:
         result = release(boot, result)

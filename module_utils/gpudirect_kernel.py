@@ -694,13 +694,17 @@ def grub_entry_path(cfg, release):
     return ">".join((nested or found)[0])
 
 
+def _grub_default_line(grub_default):
+    """``GRUB_DEFAULT="..."`` for a drop-in that /etc/default/grub's shell sources."""
+    return 'GRUB_DEFAULT="%s"' % grub_default.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
+
+
 def render_hold_dropin(grub_default, release, instead_of):
     """The drop-in that holds the default boot entry on ``grub_default``."""
-    escaped = grub_default.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
     return ("# Managed by Ansible (playbooks/kernel_update.yml): the default boot kernel is held on %s,\n"
             "# the kernel running when the update's chain failed, instead of %s, whose modules were not\n"
             "# proven. A later kernel_update.yml run removes this file when it starts on the node.\n"
-            'GRUB_DEFAULT="%s"\n' % (release, instead_of or "the newest kernel", escaped))
+            '%s\n' % (release, instead_of or "the newest kernel", _grub_default_line(grub_default)))
 
 
 def parse_hold_dropin(text):
@@ -732,3 +736,104 @@ def boot_hold_decision(running, default, proven):
         return {"action": "none", "reason": "the chain was proven on %s in this run" % running}
     return {"action": "hold", "reason": "the default boot kernel %s was not proven in chain order: hold %s, the "
                                         "running kernel, as the default" % (default, running)}
+
+
+# ---------------------------------------------------------------------------
+# A new kernel boots once before it becomes the default (issue #43, outcome 4)
+#
+# Debian/Ubuntu (GRUB): before the kernel packages are installed, the default boot entry
+# is pinned on the last proven kernel (the hold drop-in above, and a record with
+# ``boot_once``), so the packages' update-grub does not make the new kernel the default.
+# Just before the reboot, grub-reboot names the new kernel's entry as grubenv's one-shot
+# ``next_entry``; GRUB clears it as it boots it, so a node that panics, hangs or is
+# power-cycled on the new kernel boots the pinned one next. Once the node verified on the
+# new kernel the pin is removed (update-grub) and GRUB_DEFAULT chooses again; a node that
+# did not verify keeps the pin, and any one-shot boot still pending is cleared.
+# The record: {"kernel": last proven, "boot_once": true, "trial": new kernel or null,
+# "instead_of": the same, "method": "grub", "since": epoch}.
+
+
+def newest_grub_kernel(cfg):
+    """The kernel GRUB boots with ``GRUB_DEFAULT=0`` and no one-shot entry: the first
+    entry of the menu, which grub-mkconfig gives to the newest kernel (the kernel a
+    package install makes the default when nothing pins it). None when that entry
+    loads no Linux kernel."""
+    chosen = resolve_grub_default(dict(cfg, default="0", next_entry_block=False, remap={}))
+    return _release_of_image((chosen["entry"] or {}).get("image"))
+
+
+def kernels_without_grub_entry(root, cfg):
+    """The kernel releases with an image in ``<root>/boot`` (``vmlinuz-<release>``, not the
+    symlinks) that no normal entry of ``cfg`` loads: grub.cfg was not regenerated since they
+    were installed (a node with grub-common but no grub-pc/grub-efi package, whose
+    /etc/kernel/postinst.d/zz-update-grub would have run update-grub)."""
+    folder = under(root, "boot")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    releases = [_release_of_image(n) for n in names if not os.path.islink(os.path.join(folder, n))]
+    return [r for r in releases if r and grub_entry_path(cfg, r) is None]
+
+
+def boot_once_decision(running, newest, record):
+    """Which kernel is pinned as the default while a new one is tried, and which one is
+    tried. ``running``: the running kernel; ``newest``: the kernel a plain update-grub makes
+    the default (:func:`newest_grub_kernel`; None before the install or when unknown);
+    ``record``: the boot-hold record (None when none).
+
+    The last proven kernel is the one an earlier trial's record pinned (an earlier run's
+    trial that did not verify keeps it), else the running kernel. Returns ``{"action":
+    "try" | "pin" | "unknown", "proven", "trial", "reason"}``: ``try`` pins ``proven`` and
+    boots ``trial`` once; ``pin`` only pins (nothing newer to try, or not known yet).
+    """
+    record = record if isinstance(record, dict) and record.get("boot_once") else {}
+    if not running:
+        return {"action": "unknown", "proven": None, "trial": None,
+                "reason": "the running kernel is unknown: the default boot kernel is left as it is"}
+    proven = record.get("kernel") or running
+    if newest is None:
+        return {"action": "pin", "proven": proven, "trial": None,
+                "reason": "the default boot kernel is pinned on %s, the last proven kernel, until a new kernel "
+                          "verified" % proven}
+    if newest == proven:
+        return {"action": "pin", "proven": proven, "trial": None,
+                "reason": "the newest kernel is %s, the last proven one: there is nothing to boot once" % proven}
+    if not record and running == newest:
+        # no trial of this toolkit booted it: the node came up on it before this run
+        return {"action": "pin", "proven": proven, "trial": None,
+                "reason": "%s, the newest kernel, runs already (booted before this run, not by a trial of this "
+                          "toolkit): it is verified as it runs" % running}
+    return {"action": "try", "proven": proven, "trial": newest,
+            "reason": "%s boots once (grub-reboot) and becomes the default boot kernel only after the node "
+                      "verified on it; until then %s, the last proven kernel, stays the default" % (newest, proven)}
+
+
+def boot_once_end(running, record, proven_chain):
+    """At the end of a kernel update's chain on a node with a boot-once record: ``promote``
+    (the node verified on the tried kernel, or nothing was tried and it verified: the pin
+    is removed) or ``keep`` (the pin stays on the last proven kernel, and a one-shot boot
+    still pending is cleared). Returns ``{"action", "reason"}``."""
+    trial, kernel = record.get("trial"), record.get("kernel")
+    if proven_chain and trial and running == trial:
+        return {"action": "promote",
+                "reason": "%s verified: it becomes the default boot kernel (the pin on %s is removed)" % (trial, kernel)}
+    if proven_chain and not trial and running == kernel:
+        return {"action": "promote",
+                "reason": "%s verified and nothing newer was tried: the pin is removed" % running}
+    if trial and running == trial:
+        why = "%s booted but was not proven in this run" % trial
+    elif trial:
+        why = "%s was not booted and proven in this run (the node runs %s)" % (trial, running or "?")
+    else:
+        why = "the chain was not proven on %s in this run" % (running or "?")
+    return {"action": "keep", "reason": "%s: %s, the last proven kernel, stays the default boot kernel" % (why, kernel)}
+
+
+def render_pin_dropin(grub_default, proven):
+    """The drop-in that pins the default boot entry on ``grub_default``, the last proven
+    kernel's (``proven``), while a new kernel boots once and is verified."""
+    return ("# Managed by Ansible (playbooks/kernel_update.yml): the default boot kernel is pinned on %s,\n"
+            "# the last kernel this node verified on, while a new kernel boots once (grub-reboot) and is\n"
+            "# verified. kernel_update.yml removes this file when the node verified on the new kernel.\n"
+            '%s\n' % (proven, _grub_default_line(grub_default)))

@@ -250,8 +250,9 @@ def _at(node, target):
     if behind:
         return False, "%s; target %s" % ("; ".join(behind), _show(target))
     if node.get("hold"):
+        hold = node["hold"] if isinstance(node["hold"], dict) else {}
         return False, ("its packages are at the target, but an earlier run held its default boot kernel on %s "
-                       "after the update's chain failed: the chain runs again" % node.get("running"))
+                       "after the update's chain failed: the chain runs again" % (hold.get("kernel") or node.get("running")))
     if node.get("default") and node.get("running") and node["default"] != node["running"]:
         return False, ("its packages are at the target, but it runs %s and boots %s next: the chain (DKMS, one "
                        "reboot, verification) did not finish" % (node["running"], node["default"]))

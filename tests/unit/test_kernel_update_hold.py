@@ -4,7 +4,7 @@ The real playbook, filters, module_utils and gpudirect_drain role (its lock modu
 per-node files under /run/lock, accepted as under /var/lib/gpudirect) run with ansible-playbook over three local-connection
 nodes, batches of 2; the stage roles are stand-ins that log, and gpudirect_boot_default
 is a stand-in action that logs what it was asked (the module has its own tests,
-tests/unit/test_boot_hold.py). n1 passes, n2 fails at its DKMS build, n3 is in the next
+tests/unit/test_boot_hold.py and tests/unit/test_boot_once_kernel.py). n1 passes, n2 fails at its DKMS build, n3 is in the next
 batch, which the failed batch stops.
 """
 
@@ -85,13 +85,16 @@ def _run(tmp_path_factory, extra_args=()):
         class ActionModule(ActionBase):
             def run(self, tmp=None, task_vars=None):
                 args = self._task.args
-                held = args["state"] == "held" and not args.get("proven")
+                # pinned and trial keep the proven kernel the default; held keeps it unless proven
+                held = args["state"] in ("pinned", "trial") or (args["state"] == "held" and not args.get("proven"))
                 with open(os.environ["KU_BOOT_LOG"], "a") as handle:
                     handle.write("%s %s proven=%s\\n" % (task_vars["inventory_hostname"], args["state"],
                                                          args.get("proven")))
                 return {"changed": held, "held": held, "method": "grub", "running": "6.1.0-20-amd64",
                         "default": "6.1.0-20-amd64" if held else "6.1.0-21-amd64",
-                        "instead_of": "6.1.0-21-amd64" if held else None, "reason": "stand-in",
+                        "instead_of": "6.1.0-21-amd64" if held else None, "reason": "stand-in %s" % args["state"],
+                        "kernel": "6.1.0-20-amd64" if held else None,
+                        "trial": "6.1.0-21-amd64" if args["state"] != "pinned" else None,
                         "msg": "EVENT boot %s proven=%s" % (args["state"], args.get("proven"))}
         """))
     # the nodes' left-drained notes: under the role's directory, as it requires, removed after
@@ -169,10 +172,11 @@ def test_the_failed_node_is_held_the_passed_one_released_and_the_next_batch_not_
     assert "true resume n2" in rows["n2"]
     assert "n1" not in rows
     assert "Not reached yet (1): n3." in proc.stdout
-    # the hold is released after each node's drain, then taken unless the chain was proven
-    assert sorted(boot) == ["n1 held proven=True", "n1 released proven=None",
-                            "n2 held proven=False", "n2 released proven=None"]
-    assert boot.index("n2 released proven=None") < boot.index("n2 held proven=False")
+    # boot once: pinned before the install, the new kernel tried after it (before DKMS), then
+    # promoted (n1, proven) or kept pinned (n2, failed at DKMS)
+    assert sorted(boot) == ["n1 held proven=True", "n1 pinned proven=None", "n1 trial proven=None",
+                            "n2 held proven=False", "n2 pinned proven=None", "n2 trial proven=None"]
+    assert boot.index("n2 pinned proven=None") < boot.index("n2 trial proven=None") < boot.index("n2 held proven=False")
 
 
 def test_the_nodes_notes_go_to_the_tests_own_folder_never_the_machines(run):

@@ -122,6 +122,15 @@ def test_packages_at_the_target_with_an_unfinished_chain_are_pending():
     assert "held its default boot kernel" in out["pending"]["h"]
 
 
+def test_a_node_whose_trial_failed_is_pending_naming_the_pinned_proven_kernel():
+    """Boot once (issue #43, outcome 4): the node still runs the kernel it tried (6.1.0-41), its
+    verification failed, and the pin keeps 6.1.0-40 the default: the reason names the pinned kernel."""
+    tried = node("6.1.192-2", "6.1.192-2", running="6.1.0-41-amd64", default="6.1.0-40-amd64",
+                 hold={"kernel": "6.1.0-40-amd64", "boot_once": True, "trial": "6.1.0-41-amd64"})
+    out = ku.campaign({"t": tried}, "", META)
+    assert "held its default boot kernel on 6.1.0-40-amd64" in out["pending"]["t"]
+
+
 def test_a_node_that_rebooted_into_the_target_is_done_only_once_verified_on_it():
     """Issue #43, outcome 7: an earlier run installed the target and rebooted the node, then stopped
     before its verification (the campaign's record says verified: null): still pending."""
