@@ -148,7 +148,7 @@ def test_the_walk_finds_the_knobs_of_issue_15():
     ids = {(role, name) for role, name, _ in (c.values for c in CASES)}
     for expected in [("gpudirect_host_prereqs", "gpudirect_host_prereqs_limits_file"), ("gpudirect_pcie_acs", "gpudirect_pcie_acs_unit_before"),
                      ("gpudirect_peermem", "gpudirect_peermem_unit_before"), ("gpudirect_mlnx_ofed", "gpudirect_mlnx_ofed_repo_distro"),
-                     ("gpudirect_reboot", "gpudirect_reboot_timeout"), ("gpudirect_drain", "gpudirect_drain_command"),
+                     ("gpudirect_reboot", "gpudirect_reboot_timeout"), ("gpudirect_mlnx_ofed", "gpudirect_mlnx_ofed_installer_extra_args"),
                      ("gpudirect_nvidia_driver", "gpudirect_nvidia_driver_repo_key_fingerprints"),
                      ("gpudirect_mlnx_ofed", "gpudirect_mlnx_ofed_repo_key_fingerprints"),
                      ("gpudirect_os_release_pin", "gpudirect_os_release_pin_vault_repositories.file"),
