@@ -663,7 +663,6 @@ class FilterModule(object):
 
     def filters(self):
         return {
-            "gpudirect_best_pair": gpudirect_best_pair,
             "gpudirect_findings": gpudirect_findings,
             "gpudirect_preflight_report": gpudirect_preflight_report,
             "gpudirect_nic_firmware": gpudirect_nic_firmware,

@@ -106,9 +106,8 @@ def gpudirect_rolling_budget(hosts_all, hostvars, alive, batch_hosts, held=None)
 
 def gpudirect_rolling_unprotected(nodes, hostvars, playbook="site"):
     try:
-        aliases = _ROLLING.KERNEL_UPDATE_ALIASES if playbook == "kernel_update" else None
         what = "a kernel update and its reboot" if playbook == "kernel_update" else "a disruptive change"
-        return _ROLLING.unprotected_message(_ROLLING.unprotected(nodes, hostvars, aliases), what)
+        return _ROLLING.unprotected_message(_ROLLING.unprotected(nodes, hostvars), what)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("gpudirect_rolling_unprotected: %s" % exc)
 

@@ -737,7 +737,6 @@ class FilterModule(object):
     def filters(self):
         return {
             "gpudirect_verify_verdict": gpudirect_verify_verdict,
-            "gpudirect_verify_pair": gpudirect_verify_pair,
             "gpudirect_verify_report_md": gpudirect_verify_report_md,
             "gpudirect_verify_fleet_table": gpudirect_verify_fleet_table,
             "gpudirect_verify_pairs": gpudirect_verify_pairs,

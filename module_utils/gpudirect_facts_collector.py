@@ -39,7 +39,7 @@ from ansible.module_utils.gpudirect_pci import (
     PCI_VENDOR_MELLANOX,
     PCI_VENDOR_NVIDIA,
     iommu_info,
-    list_pci_addresses,
+    list_pci_functions,
     normalize_pci_address,
     pci_address_key,
     pci_device_dir,
@@ -176,11 +176,11 @@ class FactsCollector(object):
 
     # PCI -----------------------------------------------------------------
     def load_pci(self):
-        for address in list_pci_addresses(self.root):
-            try:
-                self.functions[address] = read_pci_function(self.root, address)
-            except Exception as exc:
-                self.warn("pci %s: skipped (%s: %s)" % (address, type(exc).__name__, exc))
+        errors = []
+        for fn in list_pci_functions(self.root, errors):
+            self.functions[fn.address] = fn
+        for address, message in errors:
+            self.warn("pci %s: skipped (%s)" % (address, message))
 
     def _sorted_functions(self):
         return sorted(self.functions.values(), key=lambda fn: pci_address_key(fn.address))

@@ -11,11 +11,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.module_utils.gpudirect_pci import (
-    acs_info,
     common_ancestor,
+    device_acs,
     distance,
     pci_device_dir,
-    read_config,
     union_path,
 )
 
@@ -43,7 +42,7 @@ def acs_path_verdict(acs):
 def bridge_acs(root, fn, address):
     """The ACS entry of the bridge at ``address`` (``fn`` its PciFunction, or None), or None when
     the bridge has no ACS capability."""
-    info = acs_info(read_config(pci_device_dir(root, address)))
+    info = device_acs(pci_device_dir(root, address))
     if info["status"] == "absent":
         return None
     # unreadable (short read, not root) and unknown (extended space not readable, corrupt

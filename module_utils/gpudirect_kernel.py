@@ -707,15 +707,6 @@ def render_hold_dropin(grub_default, release, instead_of):
             '%s\n' % (release, instead_of or "the newest kernel", _grub_default_line(grub_default)))
 
 
-def parse_hold_dropin(text):
-    """The GRUB_DEFAULT value a drop-in from :func:`render_hold_dropin` sets, None when none."""
-    for line in (text or "").splitlines():
-        match = re.match(r'^GRUB_DEFAULT="((?:[^"\\]|\\.)*)"\s*$', line.strip())
-        if match:
-            return re.sub(r"\\(.)", r"\1", match.group(1))
-    return None
-
-
 def boot_hold_decision(running, default, proven):
     """Whether the default boot kernel must be held on the running one.
 

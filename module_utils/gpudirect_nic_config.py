@@ -15,8 +15,8 @@
   whether its firmware is in place, to update, waiting for a reset, or has no pinned image, and whether
   the burn changes the card's PSID; :func:`pick_firmware_member` picks the one ``.bin`` of a downloaded
   ``.zip`` as NVIDIA ships it; :func:`check_image_query` compares an image with its pin and the card.
-* :func:`parse_mlnx_qos` reads ``mlnx_qos -i <netdev>`` (DOCA/MLNX_OFED mlnx-tools) output and
-  :func:`plan_qos` plans trust mode, PFC priorities and ECN.
+* :func:`parse_mlnx_qos` reads ``mlnx_qos -i <netdev>`` (DOCA/MLNX_OFED mlnx-tools) output; the
+  RoCE QoS plan is module_utils/gpudirect_roce_qos.py's.
 
 Output shapes (what the tools print) were taken from the tools' sources and from public captures,
 named in tests/fixtures/nic_config/README.md:
@@ -247,7 +247,7 @@ UINT_LIMITS = {"CNP_DSCP": 63, "CNP_802P_PRIO": 7, "ROCE_CC_PRIO_MASK": 255}
 #   Baremetal environment are supported").
 # - roce: the operator's README "roceOptimized": ROCE_CC_PRIO_MASK_P1/P2=255, CNP_DSCP_P1/P2=4,
 #   CNP_802P_PRIO_P1/P2=6 (the _P2 ones only where the card has a second port); trust dscp, PFC on
-#   priority 3 are runtime settings (see QOS_PROFILES / plan_qos).
+#   priority 3 are runtime settings (role gpudirect_roce_qos).
 PROFILES = {
     "gpudirect": {
         "ADVANCED_PCI_SETTINGS": 1,
@@ -274,7 +274,6 @@ PROFILES = {
 _PORT2_RE = re.compile(r"_P2$")
 # Parameters the firmware hides until ADVANCED_PCI_SETTINGS is in effect (mlxconfig_host.db).
 HIDDEN_UNTIL_ADVANCED_PCI = ("MAX_ACC_OUT_READ", "PCI_WR_ORDERING")
-QOS_PROFILES = {"roce": {"trust": "dscp", "pfc": [3]}}
 
 
 def _base_name(param):
@@ -946,75 +945,3 @@ def parse_mlnx_qos(text):
     if out["trust"] == "dscp" and out["dscp2prio"] is not None and not out["dscp2prio"]:
         raise ValueError("dscp2prio mapping: header without rows: the output looks truncated")
     return out
-
-
-def _validate_priorities(knob, value):
-    if not isinstance(value, list) or any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= 7 for p in value):
-        raise ValueError("%s: wanted a list of priorities 0..7, got %r" % (knob, value))
-    if len(set(value)) != len(value):
-        raise ValueError("%s: priority listed twice in %r" % (knob, value))
-    return sorted(value)
-
-
-def plan_qos(parsed, wanted, ecn=None, interface=None):
-    """Plan trust mode, PFC priorities and ECN for one RoCE port.
-
-    ``wanted``: ``trust`` (pcp/dscp), ``pfc`` (priorities to make lossless, all others off),
-    ``ecn`` (priorities with ECN on, both reaction and notification point), or ``profile: roce``
-    (trust dscp, PFC 3: the operator's roceOptimized defaults). ``ecn``: what the module read from
-    ``/sys/class/net/<if>/ecn/roce_{np,rp}/enable/<prio>`` as ``{"roce_np": {prio: bool},
-    "roce_rp": {...}}``; without it an ECN wish is planned with the current value unknown.
-    Returns ``changes`` (knob, current, wanted, command where ``interface`` is given),
-    ``in_place`` and ``changed``."""
-    if not isinstance(wanted, dict):
-        raise ValueError("qos knobs must be a map (trust, pfc, ecn), got %s" % type(wanted).__name__)
-    wanted = dict(wanted)
-    profile = wanted.pop("profile", None)
-    if profile is not None:
-        if profile not in QOS_PROFILES:
-            raise ValueError("profile: unknown QoS profile %r (known: %s)" % (profile, ", ".join(sorted(QOS_PROFILES))))
-        merged = dict(QOS_PROFILES[profile])
-        merged.update(wanted)
-        wanted = merged
-    unknown = sorted(set(wanted) - {"trust", "pfc", "ecn"})
-    if unknown:
-        raise ValueError("%s: unknown QoS knob (known: trust, pfc, ecn, profile)" % unknown[0])
-    changes, in_place = [], []
-
-    def command(text):
-        return text.format(i=interface) if interface else None
-
-    if "trust" in wanted:
-        if wanted["trust"] not in ("pcp", "dscp"):
-            raise ValueError("trust: wanted pcp or dscp, got %r" % (wanted["trust"],))
-        row = {"knob": "trust", "current": parsed["trust"], "wanted": wanted["trust"]}
-        if parsed["trust"] == wanted["trust"]:
-            in_place.append(row)
-        else:
-            changes.append(dict(row, command=command("mlnx_qos -i {i} --trust " + wanted["trust"])))
-    if "pfc" in wanted:
-        prios = _validate_priorities("pfc", wanted["pfc"])
-        want_flags = [p in prios for p in range(8)]
-        have_flags = parsed["pfc"]["enabled"]
-        row = {"knob": "pfc", "current": [p for p in range(8) if have_flags[p]], "wanted": prios}
-        if have_flags == want_flags:
-            in_place.append(row)
-        else:
-            csv = ",".join("1" if f else "0" for f in want_flags)
-            changes.append(dict(row, command=command("mlnx_qos -i {i} --pfc " + csv)))
-    if "ecn" in wanted:
-        prios = _validate_priorities("ecn", wanted["ecn"])
-        for point in ("roce_np", "roce_rp"):
-            state = (ecn or {}).get(point)
-            for prio in range(8):
-                want = prio in prios
-                have = None if state is None else state.get(prio)
-                row = {"knob": "ecn/%s/%d" % (point, prio), "current": have, "wanted": want}
-                if have is not None and bool(have) == want:
-                    in_place.append(row)
-                elif have is None and not want:
-                    continue  # unknown and not wanted on: nothing to plan
-                else:
-                    changes.append(dict(row, command=command(
-                        "echo %d > /sys/class/net/{i}/ecn/%s/enable/%d" % (int(want), point, prio))))
-    return {"changes": changes, "in_place": in_place, "changed": bool(changes)}

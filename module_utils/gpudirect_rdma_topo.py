@@ -185,15 +185,3 @@ def parse_grub_acs(text, rc):
         seen.add(entry.group(2))
         entries.append({"flags": entry.group(1), "address": entry.group(2)})
     return {"supported": True, "config_acs": value, "entries": entries}
-
-
-def flags_value(flags, current):
-    """The ACS Control value ``flags`` (config_acs syntax, bit 0 last; 0/1 force, x leave) makes of
-    ``current``: what the kernel programs at boot from the kernel's default."""
-    value = current
-    for bit, flag in enumerate(reversed(flags)):
-        if flag == "1":
-            value |= 1 << bit
-        elif flag == "0":
-            value &= ~(1 << bit) & 0xFFFF
-    return value

@@ -205,86 +205,6 @@ def signature_policy(state, lockdown=None, sig_enforce=None):
     return policy
 
 
-LOCKDOWN_MODES = ("none", "integrity", "confidentiality")
-
-
-def kernel_secure_boot(secure_boot=None, setup_mode=None, moksbstate_rt=None):
-    """Whether the kernel's EFI stub counts the boot as Secure Boot, from the variables'
-    values (0/1, None when the variable is absent).
-
-    The kernel's own rule (include/linux/efi.h ``efi_get_secureboot_mode`` and
-    drivers/firmware/efi/libstub/secureboot.c ``efi_get_secureboot``): no ``SecureBoot``
-    variable -> disabled; ``SecureBoot`` 0 or ``SetupMode`` 1 -> disabled; then shim's
-    ``MokSBStateRT`` (what ``mokutil --disable-validation`` leads to) with value 1 ->
-    disabled; otherwise enabled. Returns ``enabled``, ``disabled`` or ``unsupported``
-    (no EFI variables at all: ``secure_boot`` is None and so is ``setup_mode``).
-    """
-    for name, value in (("SecureBoot", secure_boot), ("SetupMode", setup_mode), ("MokSBStateRT", moksbstate_rt)):
-        if value not in (None, 0, 1):
-            raise ValueError("EFI variable %s has the value %r; the kernel reads it as one byte, 0 or 1" % (name, value))
-    if secure_boot is None:
-        return "unsupported" if setup_mode is None else "disabled"
-    if secure_boot == 0 or setup_mode == 1 or moksbstate_rt == 1:
-        return "disabled"
-    return "enabled"
-
-
-def effective_signature_policy(secure_boot=None, setup_mode=None, moksbstate_rt=None, lockdown=None,
-                               sig_enforce=None, config_sig_force=None):
-    """Whether the running kernel refuses a module without a signature it trusts, from
-    every input the kernel honours.
-
-    kernel/module/signing.c: ``sig_enforce`` starts as CONFIG_MODULE_SIG_FORCE, is raised by
-    ``module.sig_enforce=1`` or ``set_module_sig_enforced()`` (the IMA architecture policy
-    under Secure Boot) and can never be lowered; with it off, an unsigned module is refused
-    only when ``security_locked_down(LOCKDOWN_MODULE_SIGNATURE)`` says so, i.e. lockdown
-    ``integrity`` or ``confidentiality``. Secure Boot itself enforces nothing: distribution
-    kernels turn it into lockdown (CONFIG_LOCK_DOWN_IN_EFI_SECURE_BOOT), which the
-    ``lockdown`` file then shows. ``secure_boot``/``setup_mode``/``moksbstate_rt``: EFI
-    values 0/1 or None; ``lockdown``: the bracketed mode or None (file absent);
-    ``sig_enforce``: ``Y``/``N`` or None; ``config_sig_force``: True/False or None (config
-    not readable). Returns ``{"required": True|False|None, "why", "secure_boot", "notes"}``;
-    ``required`` is None only when neither sig_enforce, lockdown nor the config is known.
-    Raises ValueError naming the input that is no value the kernel can show, or when the
-    inputs contradict the kernel (CONFIG_MODULE_SIG_FORCE=y with sig_enforce N).
-    """
-    sb = kernel_secure_boot(secure_boot, setup_mode, moksbstate_rt)
-    if lockdown is not None and lockdown not in LOCKDOWN_MODES:
-        raise ValueError("lockdown mode %r is none of %s" % (lockdown, "/".join(LOCKDOWN_MODES)))
-    enforce = None if sig_enforce is None else str(sig_enforce).strip().upper()
-    if enforce is not None and enforce not in ("Y", "N"):
-        raise ValueError("module.sig_enforce reads %r, not Y or N" % sig_enforce)
-    if config_sig_force not in (None, True, False):
-        raise ValueError("CONFIG_MODULE_SIG_FORCE must be True, False or None (unknown), not %r" % (config_sig_force,))
-    if config_sig_force and enforce == "N":
-        raise ValueError("CONFIG_MODULE_SIG_FORCE=y but module.sig_enforce reads N: the kernel cannot show that "
-                         "(sig_enforce starts at the config value and is never lowered); the config file read is "
-                         "not the running kernel's")
-    reasons, notes = [], []
-    if enforce == "Y":
-        reasons.append("module.sig_enforce=Y" + (" (CONFIG_MODULE_SIG_FORCE=y)" if config_sig_force else ""))
-    elif config_sig_force:
-        reasons.append("CONFIG_MODULE_SIG_FORCE=y")
-    if lockdown in ("integrity", "confidentiality"):
-        reasons.append("kernel lockdown is %s" % lockdown)
-    if secure_boot == 1 and sb == "disabled":
-        notes.append("the firmware has Secure Boot on but the kernel counts it off (%s)"
-                     % ("Setup Mode" if setup_mode == 1 else "shim validation disabled: MokSBStateRT=1"))
-    if reasons:
-        return {"required": True, "why": "; ".join(reasons), "secure_boot": sb, "notes": notes}
-    if enforce is None and lockdown is None and config_sig_force is None:
-        if sb == "enabled":
-            notes.append("Secure Boot is on; distribution kernels lock down under it, but neither lockdown nor "
-                         "module.sig_enforce could be read")
-        return {"required": None, "why": "neither /sys/kernel/security/lockdown, module.sig_enforce nor "
-                                          "CONFIG_MODULE_SIG_FORCE is readable", "secure_boot": sb, "notes": notes}
-    if sb == "enabled":
-        notes.append("Secure Boot is on, yet this kernel neither locks down nor enforces module signatures")
-    return {"required": False, "why": "lockdown %s, module.sig_enforce=%s, CONFIG_MODULE_SIG_FORCE=%s"
-            % (lockdown or "absent", enforce or "absent",
-               {True: "y", False: "n", None: "unknown"}[config_sig_force]), "secure_boot": sb, "notes": notes}
-
-
 _ASYM = re.compile(r"^(?P<subject>.*?): (?P<key_id>[0-9a-f]{8,}|[0-9a-f]{2}(?::[0-9a-f]{2})+)(?:: .*)?$")
 
 
@@ -625,18 +545,6 @@ def dkms_signing_method(version):
     if version >= DKMS_SIGN_TOOL_VERSION:
         return "sign_tool"
     return "sign_file"
-
-
-def render_dkms_signing_conf(key_path, cert_path, sign_file=None):
-    """The framework.conf.d drop-in (sourced by dkms as shell, one variable a line)."""
-    for value in (key_path, cert_path, sign_file):
-        if value is not None and not re.match(r"^/[A-Za-z0-9._/+@-]+$", value):
-            raise ValueError("DKMS signing path %r must be absolute, without blanks or quotes" % value)
-    lines = ["# Managed by the GPUDirect RDMA toolkit (roles/gpudirect_dkms): DKMS signs every module it builds.",
-             'mok_signing_key="%s"' % key_path, 'mok_certificate="%s"' % cert_path]
-    if sign_file:
-        lines.append('sign_file="%s"' % sign_file)
-    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------

@@ -23,8 +23,8 @@ import stat
 
 from ansible.module_utils.gpudirect_host import read_attr
 from ansible.module_utils.gpudirect_kernel import default_boot_kernel, running_kernel
-from ansible.module_utils.gpudirect_pci import (PCI_VENDOR_MELLANOX, PCI_VENDOR_NVIDIA, acs_info, list_pci_addresses,
-                                                pci_address_of, pci_device_dir, read_config, read_pci_function)
+from ansible.module_utils.gpudirect_pci import (PCI_VENDOR_MELLANOX, PCI_VENDOR_NVIDIA, device_acs, list_pci_addresses,
+                                                pci_address_of, pci_device_dir, read_pci_function)
 
 # 2: the GPU and NIC inventory, NIC firmware, the peer-memory path and the toolkit's
 # own units joined the fingerprint; a format 1 record means one full run.
@@ -274,7 +274,7 @@ def acs_controls(root="/"):
     """{'0000:00:01.0': '0x001d'} for every function with a readable ACS capability."""
     result = {}
     for address in list_pci_addresses(root):
-        info = acs_info(read_config(pci_device_dir(root, address)))
+        info = device_acs(pci_device_dir(root, address))
         if info["status"] == "present":
             result[address] = info["ctl_hex"]
     return result

@@ -29,8 +29,8 @@ One parser for each thing the toolkit reads:
 ``find_nccl_version``
     The version in nccl-tests' ``NCCL version 2.21.5+cuda12.4`` line.
 
-The matching rule (``compare_wanted``, ``matches_wanted``)
----------------------------------------------------------
+The matching rule (``compare_wanted``)
+--------------------------------------
 A version the admin asks for (``wanted``) is a list of numbers; the installed version
 is another.  The installed numbers are cut to as many numbers as the wanted one has
 (missing ones count as 0), then compared as lists: equal means the installed version
@@ -134,14 +134,6 @@ def parse_ofed_info_n(text):
         raise VersionError("ofed_info -n: line %d: %r is not an OFED version (expected e.g. 24.10-1.1.4 or "
                            "5.8-3.0.7.0)" % (number, line))
     return {"version": line, "parts": numbers(line)}
-
-
-def parse_ofed_any(text):
-    """Either form: ``ofed_info -s`` output or a bare version; flavor None for the bare one."""
-    line = _first_line(text, "OFED version")[1]
-    if _OFED_N.fullmatch(line):
-        return dict(parse_ofed_info_n(line), flavor=None)
-    return parse_ofed_info_s(text)
 
 
 def parse_package_version(text):
@@ -283,8 +275,3 @@ def compare_wanted(installed, wanted):
     cut = list(installed[:len(wanted)]) + [0] * (len(wanted) - len(installed))
     wanted = list(wanted)
     return (cut > wanted) - (cut < wanted)
-
-
-def matches_wanted(installed, wanted):
-    """True when the installed numbers match the wanted ones (``compare_wanted`` is 0)."""
-    return compare_wanted(installed, wanted) == 0

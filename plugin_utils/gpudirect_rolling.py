@@ -497,25 +497,14 @@ def _flag(variables, knob):
     return _boolean(variables.get(knob, False), knob, empty_is_false=True)
 
 
-# playbooks/kernel_update.yml still honours the deprecated aliases of its role
-KERNEL_UPDATE_ALIASES = {"gpudirect_drain_command": "kernel_update_drain_argv",
-                         "gpudirect_drain_resume_command": "kernel_update_resume_argv"}
-
-
-def protection(variables, aliases=None):
+def protection(variables):
     """What a node's variables lack to drain it before a disruption: a list of sentences
-    naming the knobs (empty: protected, or declared to run no jobs). ``aliases`` maps a
-    knob to a deprecated variable that the playbook still takes in its place."""
+    naming the knobs (empty: protected, or declared to run no jobs)."""
     if _flag(variables, "gpudirect_drain_nodes_run_no_jobs"):
         return []
     # built-in Slurm support drains, waits (until DRAINED) and resumes through scontrol
     if variables.get("gpudirect_drain_scheduler") == "slurm":
         return []
-    aliases = aliases or {}
-    variables = dict(variables)
-    for knob, alias in aliases.items():
-        if not variables.get(knob) and variables.get(alias):
-            variables[knob] = variables[alias]
     missing = []
     if not variables.get("gpudirect_drain_command"):
         missing.append("no drain (gpudirect_drain_command is empty)")
@@ -570,13 +559,13 @@ def scheduler_state(read, scheduler="command", pattern=None, note=None):
     return {"text": text, "out_of_service": out, "owner": (("toolkit" if note else "other") if out else None)}
 
 
-def unprotected(nodes, hostvars, aliases=None):
+def unprotected(nodes, hostvars):
     """``{node: [what is missing, ...]}`` for the nodes to disrupt that nothing drains first."""
     if isinstance(nodes, str) or not isinstance(nodes, (list, tuple)):
         raise ValueError("expected a list of host names, got %s" % type(nodes).__name__)
     out = {}
     for node in nodes:
-        missing = protection(hostvars[node] if node in hostvars else {}, aliases)
+        missing = protection(hostvars[node] if node in hostvars else {})
         if missing:
             out[str(node)] = missing
     return out

@@ -6,9 +6,8 @@
     ``good`` / ``warn`` / ``bad`` for GPUDirect RDMA of one class of that matrix (``PIX``,
     ``SYS``, ``NV18`` ...).
 
-The one implementation: the filters of the same names (filter_plugins/gpudirect.py), the
-verification's cross-check (filter_plugins/gpudirect_verify.py) and the report
-(filter_plugins/gpudirect_report.py) call these. Input that cannot be understood raises
+The one implementation: the verification's cross-check (filter_plugins/gpudirect_verify.py)
+and the report (filter_plugins/gpudirect_report.py) call these. Input that cannot be understood raises
 ``TopoMatrixError``; where the problem sits on one line, the message gives the 1-based line
 number and the line itself, quoted with ``repr()`` so that tabs and escape sequences stay visible.
 """

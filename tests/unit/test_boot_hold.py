@@ -10,13 +10,14 @@ the value as ``set default="..."``.
 
 import json
 import os
+import re
 import shutil
 
 import pytest
 
 import gpudirect_boot_default
 from ansible.module_utils.gpudirect_kernel import (
-    boot_hold_decision, default_boot_kernel, grub_entry_path, parse_grub_cfg, parse_hold_dropin, render_hold_dropin)
+    boot_hold_decision, default_boot_kernel, grub_entry_path, parse_grub_cfg, render_hold_dropin)
 from conftest import PROJECT_FIXTURES
 
 CFG = os.path.join(PROJECT_FIXTURES, "boot", "debian9-grub.cfg")
@@ -26,6 +27,16 @@ UUID = "e025e52b-91c4-4f64-962d-79f244caa92a"
 OLD_PATH = "gnulinux-advanced-%s>gnulinux-%s-advanced-%s" % (UUID, OLD, UUID)
 DROPIN = "etc/default/grub.d/99-gpudirect-boot-hold.cfg"
 RECORD = "var/lib/gpudirect/boot-hold.json"
+
+
+def parse_hold_dropin(text):
+    """The GRUB_DEFAULT value the drop-in sets (shell double quotes undone), None when none."""
+    for line in (text or "").splitlines():
+        match = re.match(r'^GRUB_DEFAULT="((?:[^"\\]|\\.)*)"\s*$', line.strip())
+        if match:
+            return re.sub(r"\\(.)", r"\1", match.group(1))
+    return None
+
 
 UPDATE_GRUB = """#!/bin/sh
 v=$(sed -n 's/^GRUB_DEFAULT="\\(.*\\)"$/\\1/p' etc/default/grub.d/99-gpudirect-boot-hold.cfg 2>/dev/null)

@@ -178,11 +178,6 @@ def test_ansible_doc_resolves_the_doc_fragments_of_the_installed_collection(inst
     assert attributes["check_mode"]["support"] == "full", attributes
     assert attributes["diff_mode"]["support"] == "none", attributes
     assert attributes["platform"]["platforms"] == "linux", attributes
-    # a module's name before 1.0.0 still resolves, to the new one (meta/runtime.yml plugin_routing)
-    old = _run([os.path.join(BIN, "ansible-doc"), "-t", "module", "--json", FQCN + ".nvidia_driver_plan"],
-               tmp, env, "ansible-doc of a renamed module's old name")
-    [(name, doc)] = json.loads(old.stdout).items()
-    assert doc["doc"]["module"] == "gpudirect_plan_nvidia_driver", (name, doc["doc"]["module"])
 
 
 def test_fqcn_play_runs_module_filter_and_role_from_the_installed_collection(installed):

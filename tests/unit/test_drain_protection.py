@@ -48,13 +48,6 @@ def test_nodes_that_run_no_jobs_need_no_hooks_and_a_bad_flag_is_named():
         rolling.protection({"gpudirect_drain_nodes_run_no_jobs": "maybe"})
 
 
-def test_kernel_update_counts_its_deprecated_aliases_site_does_not():
-    old = {"kernel_update_drain_argv": ["drain"], "kernel_update_resume_argv": ["resume"],
-           "gpudirect_drain_command_waits": True}
-    assert rolling.unprotected(["n1"], {"n1": old}, rolling.KERNEL_UPDATE_ALIASES) == {}
-    assert set(rolling.unprotected(["n1"], {"n1": old})) == {"n1"}
-
-
 def test_the_refusal_names_every_unprotected_node_and_nothing_else():
     hostvars = {"gpu1": {}, "gpu2": SLURM, "gpu3": {"gpudirect_drain_nodes_run_no_jobs": True},
                 "gpu4": dict(SLURM, gpudirect_drain_resume_command=[])}

@@ -1,7 +1,7 @@
 """Which GPU/NIC pairs the verification tests (plugin_utils/gpudirect_coverage.py).
 
 The topologies are real `nvidia-smi topo -m` outputs (tests/fixtures/topo/, sources in
-its README), read with the project's own parser (filter_plugins/gpudirect.py) and turned
+its README), read with the project's own parser (plugin_utils/gpudirect_topo_matrix.py) and turned
 into the ``pairs`` of ``ansible_facts.gpudirect``: the same distance classes the facts
 module computes from sysfs. The GPU PCI addresses are made up (the topology tables do
 not print them), in the order of the GPU indices.
@@ -14,9 +14,9 @@ from ansible.errors import AnsibleFilterError
 
 import gpudirect_verify as verify  # filter_plugins/gpudirect_verify.py
 from ansible.module_utils import gpudirect_coverage as coverage
+from ansible.module_utils.gpudirect_topo_matrix import nvidia_topo_matrix
 from ansible.module_utils.gpudirect_topology import DISTANCE_CLASSES
 from conftest import H200_CAPTURE, PROJECT_FIXTURES
-from gpudirect import nvidia_topo_matrix  # filter_plugins/gpudirect.py
 
 
 def facts_from_topo(name, nics=None, directory=None):

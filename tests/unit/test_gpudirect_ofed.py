@@ -275,10 +275,9 @@ def test_versions_are_parsed_only_through_gpudirect_versions():
 # --- the role's task order: the key is checked before anything changes ---------------------
 
 def _tasks(name):
-    """The tasks of one file, without the first one of an entry point that takes the variables
-    set under the role's name before 1.0.0 (tasks/renamed.yml)."""
+    """The tasks of one file of the role."""
     with open(os.path.join(ROOT, "roles", "gpudirect_mlnx_ofed", "tasks", name), encoding="utf-8") as handle:
-        return [t for t in yaml.safe_load(handle) if t.get("ansible.builtin.import_tasks") != "renamed.yml"]
+        return yaml.safe_load(handle)
 
 
 def test_plan_checks_the_key_read_only_before_deciding_and_main_acts_on_the_plan():

@@ -11,10 +11,10 @@ import os
 import yaml
 
 from ansible.module_utils import gpudirect_topology as topo
+from ansible.module_utils.gpudirect_topo_matrix import nvidia_topo_matrix
 
 import gpudirect_verify
 from conftest import H200_CAPTURE, PROJECT_FIXTURES
-from gpudirect import nvidia_topo_matrix
 
 TOPO = os.path.join(PROJECT_FIXTURES, "topo")
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "gpudirect_verify")

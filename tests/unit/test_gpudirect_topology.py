@@ -10,9 +10,9 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils import gpudirect_coverage as coverage
 from ansible.module_utils import gpudirect_loopback_helper as lh
+from ansible.module_utils import gpudirect_topo_matrix as matrix
 from ansible.module_utils import gpudirect_topology as topo
 
-import gpudirect as filters
 import gpudirect_report as report
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -75,14 +75,14 @@ def test_verdicts_cover_the_order_once():
         topo.distance_verdict("X")
 
 
-def test_the_filter_rates_every_class_as_the_module_does():
+def test_the_topology_matrix_rates_every_class_as_the_module_does():
     for cls in topo.DISTANCE_ORDER:
-        assert filters.gpudirect_distance_verdict(cls) == topo.distance_verdict(cls)
-        assert filters.gpudirect_distance_verdict(" %s " % cls.lower()) == topo.distance_verdict(cls)
-    assert filters.gpudirect_distance_verdict("SOC") == topo.distance_verdict("SYS")   # older drivers' name
-    assert filters.gpudirect_distance_verdict("NV18") == "good"
-    with pytest.raises(AnsibleFilterError, match="itself"):
-        filters.gpudirect_distance_verdict("X")
+        assert matrix.gpudirect_distance_verdict(cls) == topo.distance_verdict(cls)
+        assert matrix.gpudirect_distance_verdict(" %s " % cls.lower()) == topo.distance_verdict(cls)
+    assert matrix.gpudirect_distance_verdict("SOC") == topo.distance_verdict("SYS")   # older drivers' name
+    assert matrix.gpudirect_distance_verdict("NV18") == "good"
+    with pytest.raises(matrix.TopoMatrixError, match="itself"):
+        matrix.gpudirect_distance_verdict("X")
 
 
 def test_report_coverage_and_loopback_order_pairs_the_same_way():

@@ -378,7 +378,7 @@ def test_check_mode_rows_say_so():
 
 def test_filters_are_registered():
     names = verify.FilterModule().filters()
-    assert set(names) == {"gpudirect_verify_verdict", "gpudirect_verify_pair", "gpudirect_verify_report_md",
+    assert set(names) == {"gpudirect_verify_verdict", "gpudirect_verify_report_md",
                           "gpudirect_verify_fleet_table", "gpudirect_verify_pairs", "gpudirect_verify_missing_packages",
                           "gpudirect_verify_topo_notes",
                           "gpudirect_verify_ring_plan"}

@@ -148,7 +148,7 @@ def test_the_walk_finds_the_knobs_of_issue_15():
     ids = {(role, name) for role, name, _ in (c.values for c in CASES)}
     for expected in [("gpudirect_host_prereqs", "gpudirect_host_prereqs_limits_file"), ("gpudirect_pcie_acs", "gpudirect_pcie_acs_unit_before"),
                      ("gpudirect_peermem", "gpudirect_peermem_unit_before"), ("gpudirect_mlnx_ofed", "gpudirect_mlnx_ofed_repo_distro"),
-                     ("gpudirect_reboot", "gpudirect_reboot_timeout"), ("gpudirect_kernel_update", "kernel_update_drain_argv"),
+                     ("gpudirect_reboot", "gpudirect_reboot_timeout"), ("gpudirect_mlnx_ofed", "gpudirect_mlnx_ofed_installer_extra_args"),
                      ("gpudirect_nvidia_driver", "gpudirect_nvidia_driver_repo_key_fingerprints"),
                      ("gpudirect_mlnx_ofed", "gpudirect_mlnx_ofed_repo_key_fingerprints"),
                      ("gpudirect_os_release_pin", "gpudirect_os_release_pin_vault_repositories.file"),
@@ -239,9 +239,7 @@ def test_validate_runs_first(role):
                 break
             # the plan (tasks/plan.yml) validates first, then decides read-only
             if task.get("ansible.builtin.include_tasks") == "plan.yml":
-                # after the variables set under the role's name before 1.0.0 (tasks/renamed.yml)
-                plan = [t for t in _load(os.path.join(tasks_dir, "plan.yml"))
-                        if t.get("ansible.builtin.import_tasks") != "renamed.yml"]
+                plan = _load(os.path.join(tasks_dir, "plan.yml"))
                 assert plan[0].get("ansible.builtin.include_tasks") == "validate.yml"
                 break
             changing = CHANGING.intersection(task)
@@ -290,8 +288,8 @@ def test_reboot_timeout_must_be_positive():
 
 
 def test_argv_must_be_a_list_not_a_string():
-    message = rules.check({"knob": "kernel_update_drain_argv", "rule": "argv", "value": "scontrol update state=drain"})
-    assert message == ["kernel_update_drain_argv='scontrol update state=drain' must be a YAML list of strings "
+    message = rules.check({"knob": "gpudirect_drain_command", "rule": "argv", "value": "scontrol update state=drain"})
+    assert message == ["gpudirect_drain_command='scontrol update state=drain' must be a YAML list of strings "
                        "(argv: the command and its arguments, one item each), got a str"]
     # ansible-core's argument validation alone turns the string into a one-item list (split on commas),
     # which is why the argv rule lives in validate.yml

@@ -210,15 +210,6 @@ def test_dkms_version_malformed():
         versions.parse_dkms_version("dkms: command not found\n")
 
 
-def test_dkms_signing_conf():
-    text = sb.render_dkms_signing_conf("/etc/gpudirect/module-signing/signing-key.pem",
-                                       "/etc/gpudirect/module-signing/signing-cert.der")
-    assert 'mok_signing_key="/etc/gpudirect/module-signing/signing-key.pem"\n' in text
-    assert 'mok_certificate="/etc/gpudirect/module-signing/signing-cert.der"\n' in text
-    with pytest.raises(ValueError, match="absolute"):
-        sb.render_dkms_signing_conf("key with blank", "/c")
-
-
 def test_chain_built_modules_in_chain_order(tmp_path):
     tree = tmp_path / "dkms"
     for package, version, names in (("nvidia", "580.95.05", ["nvidia.ko", "nvidia-peermem.ko"]),

@@ -11,7 +11,6 @@ from ansible.module_utils.gpudirect_nic_config import (
     parse_mlxconfig_query,
     parse_value,
     plan_firmware,
-    plan_qos,
 )
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "nic_config")
@@ -304,45 +303,3 @@ def test_mlnx_qos_truncated_and_foreign_input():
     cut = text.replace("        enabled     0   0   0   1   0   0   0   0   ", "        enabled     0   0   0")
     with pytest.raises(ValueError, match="PFC enabled has 3 entries"):
         parse_mlnx_qos(cut)
-
-
-def test_plan_qos_pcp_to_roce_profile():
-    qos = parse_mlnx_qos(fixture("mlnx_qos-pcp-pfc3.txt"))
-    plan = plan_qos(qos, {"profile": "roce"}, interface="ens14f0")
-    assert [c["knob"] for c in plan["changes"]] == ["trust"]
-    assert plan["changes"][0]["command"] == "mlnx_qos -i ens14f0 --trust dscp"
-    assert [r["knob"] for r in plan["in_place"]] == ["pfc"] and plan["changed"] is True
-
-
-def test_plan_qos_dscp_port_in_place_and_pfc_change():
-    qos = parse_mlnx_qos(fixture("mlnx_qos-dscp-pfc3-netarbiter.txt"))
-    assert plan_qos(qos, {"trust": "dscp", "pfc": [3]})["changed"] is False
-    plan = plan_qos(qos, {"pfc": [3, 5]}, interface="eth4")
-    assert plan["changes"][0]["command"] == "mlnx_qos -i eth4 --pfc 0,0,0,1,0,1,0,0"
-    assert plan["changes"][0]["current"] == [3]
-
-
-def test_plan_qos_ecn():
-    qos = parse_mlnx_qos(fixture("mlnx_qos-dscp-pfc3-netarbiter.txt"))
-    state = {"roce_np": {p: p == 3 for p in range(8)}, "roce_rp": {p: False for p in range(8)}}
-    plan = plan_qos(qos, {"ecn": [3]}, ecn=state, interface="eth4")
-    assert [c["knob"] for c in plan["changes"]] == ["ecn/roce_rp/3"]
-    assert plan["changes"][0]["command"] == "echo 1 > /sys/class/net/eth4/ecn/roce_rp/enable/3"
-    unknown = plan_qos(qos, {"ecn": [3]})
-    assert sorted(c["knob"] for c in unknown["changes"]) == ["ecn/roce_np/3", "ecn/roce_rp/3"]
-    assert unknown["changes"][0]["command"] is None
-
-
-@pytest.mark.parametrize("wanted,knob", [
-    ({"trust": "vlan"}, "trust"),
-    ({"pfc": [8]}, "pfc"),
-    ({"pfc": "3"}, "pfc"),
-    ({"pfc": [3, 3]}, "pfc"),
-    ({"ecn": [True]}, "ecn"),
-    ({"mtu": 9000}, "mtu"),
-    ({"profile": "lossy"}, "profile"),
-])
-def test_plan_qos_bad_input_names_the_knob(wanted, knob):
-    qos = parse_mlnx_qos(fixture("mlnx_qos-pcp-pfc3.txt"))
-    with pytest.raises(ValueError, match=knob):
-        plan_qos(qos, wanted)

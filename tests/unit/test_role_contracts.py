@@ -36,11 +36,6 @@ def test_every_default_is_in_the_argument_spec_and_back(role):
             assert options[name]["default"] == value, "%s: argument_specs default differs from defaults/main.yml" % name
 
 
-# the deprecated aliases of gpudirect_drain_command / gpudirect_drain_resume_command, named
-# before the role was gpudirect_kernel_update: they go in 2.0.0 and are not renamed meanwhile
-DEPRECATED_ALIASES = {"kernel_update_drain_argv", "kernel_update_resume_argv"}
-
-
 @pytest.mark.parametrize("role", ROLES)
 def test_public_variables_carry_the_role_prefix(role):
     defaults = _yaml(role, "defaults", "main.yml") or {}
@@ -48,7 +43,7 @@ def test_public_variables_carry_the_role_prefix(role):
     names = set(defaults)
     for entry in specs["argument_specs"].values():
         names |= set(entry.get("options", {}))
-    assert not [n for n in names - DEPRECATED_ALIASES if not n.startswith(role + "_")]
+    assert not [n for n in names if not n.startswith(role + "_")]
     internal = _yaml(role, "vars", "main.yml") or {}
     assert not [n for n in internal if not n.startswith("__" + role + "_")]
 

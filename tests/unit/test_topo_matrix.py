@@ -1,4 +1,5 @@
-"""Unit tests for filter_plugins/gpudirect.py (the parser and the verdict: plugin_utils/gpudirect_topo_matrix.py).
+"""Unit tests for plugin_utils/gpudirect_topo_matrix.py (the parser and the verdict), which the verify and
+report filters call.
 
 The topology tests run on real ``nvidia-smi topo -m`` captures: the one from the
 project's H200 node (tests/fixtures/gpu_node/h200/capture/), and public outputs stored under
@@ -9,15 +10,12 @@ OFED parser is tested in test_gpudirect_ofed.py and test_versions.py (module_uti
 import os
 
 import pytest
-from ansible.errors import AnsibleFilterError
-from conftest import H200_CAPTURE, PROJECT_FIXTURES
-
-import gpudirect
-from gpudirect import (
-    FilterModule,
+from ansible.module_utils.gpudirect_topo_matrix import (
+    TopoMatrixError,
     gpudirect_distance_verdict,
     nvidia_topo_matrix,
 )
+from conftest import H200_CAPTURE, PROJECT_FIXTURES
 
 TOPO_DIR = os.path.join(PROJECT_FIXTURES, "topo")
 H200_TOPO = os.path.join(H200_CAPTURE, "nvidia-smi-topo.txt")
@@ -300,26 +298,26 @@ def test_header_with_cpu_affinity_only():
 
 @pytest.mark.parametrize("text", ["", "   \n\t\n"])
 def test_empty_input_is_rejected(text):
-    with pytest.raises(AnsibleFilterError, match="empty input"):
+    with pytest.raises(TopoMatrixError, match="empty input"):
         nvidia_topo_matrix(text)
 
 
 def test_escape_sequences_only_count_as_empty():
-    with pytest.raises(AnsibleFilterError, match="empty input"):
+    with pytest.raises(TopoMatrixError, match="empty input"):
         nvidia_topo_matrix("\x1b[4m\x1b[0m\n")
 
 
 @pytest.mark.parametrize("value", [None, 42, ["GPU0"]])
 def test_non_string_input_is_rejected(value):
     with pytest.raises(
-        AnsibleFilterError, match="expected the command output as a string"
+        TopoMatrixError, match="expected the command output as a string"
     ):
         nvidia_topo_matrix(value)
 
 
 def test_missing_header_names_the_first_line():
     text = "$ nvidia-smi topo -m\n" + read_topo("h100_pcie_1gpu_1nic.txt")
-    with pytest.raises(AnsibleFilterError) as error:
+    with pytest.raises(TopoMatrixError) as error:
         nvidia_topo_matrix(text)
     message = str(error.value)
     assert "header missing" in message
@@ -330,7 +328,7 @@ def test_missing_header_names_the_first_line():
 def test_legend_without_matrix_reports_missing_header():
     text = "\nLegend:\n\n  X    = Self\n"
     with pytest.raises(
-        AnsibleFilterError, match=r"line 2: matrix header missing.*'Legend:'"
+        TopoMatrixError, match=r"line 2: matrix header missing.*'Legend:'"
     ):
         nvidia_topo_matrix(text)
 
@@ -342,7 +340,7 @@ def test_row_with_a_missing_cell_names_the_line():
         "0-31    0               N/A"
     )
     broken = replace_line(text, 3, broken_row)
-    with pytest.raises(AnsibleFilterError) as error:
+    with pytest.raises(TopoMatrixError) as error:
         nvidia_topo_matrix(broken)
     message = str(error.value)
     assert "line 3:" in message
@@ -353,7 +351,7 @@ def test_row_with_a_missing_cell_names_the_line():
 def test_nic_row_with_an_extra_cell_names_the_line():
     text = read_topo("a100_della_2gpu_mlx5_columns.txt")
     broken_row = "mlx5_1\tSYS\tNODE\tSYS\t X \tSYS"
-    with pytest.raises(AnsibleFilterError) as error:
+    with pytest.raises(TopoMatrixError) as error:
         nvidia_topo_matrix(replace_line(text, 5, broken_row))
     assert "line 5:" in str(error.value)
     assert repr(broken_row) in str(error.value)
@@ -364,7 +362,7 @@ def test_unknown_row_name_names_the_line():
     original = line_of(text, 12)
     assert original.startswith("NIC2 ")
     renamed = "NIC9" + original[4:]
-    with pytest.raises(AnsibleFilterError) as error:
+    with pytest.raises(TopoMatrixError) as error:
         nvidia_topo_matrix(replace_line(text, 12, renamed))
     message = str(error.value)
     assert "line 12:" in message
@@ -376,14 +374,14 @@ def test_duplicated_row_names_the_second_one():
     text = read_topo("a100_della_2gpu_mlx5_columns.txt")
     gpu0 = line_of(text, 2)
     broken = replace_line(text, 3, gpu0)
-    with pytest.raises(AnsibleFilterError, match=r"line 3: second row for GPU0"):
+    with pytest.raises(TopoMatrixError, match=r"line 3: second row for GPU0"):
         nvidia_topo_matrix(broken)
 
 
 def test_missing_row_names_the_header_line():
     text = read_topo("rtx6000ada_4gpu_4nic_spaces.txt")
     broken = delete_line(text, 9)
-    with pytest.raises(AnsibleFilterError) as error:
+    with pytest.raises(TopoMatrixError) as error:
         nvidia_topo_matrix(broken)
     message = str(error.value)
     assert "line 1:" in message
@@ -394,7 +392,7 @@ def test_missing_row_names_the_header_line():
 def test_unknown_attribute_column_title_names_the_header():
     text = read_topo("a100_della_2gpu_mlx5_columns.txt")
     header = line_of(text, 1) + "\tFoo Bar"
-    with pytest.raises(AnsibleFilterError) as error:
+    with pytest.raises(TopoMatrixError) as error:
         nvidia_topo_matrix(replace_line(text, 1, header))
     assert "line 1: unknown column title at 'Foo Bar'" in str(error.value)
     assert repr(header) in str(error.value)
@@ -404,7 +402,7 @@ def test_value_in_place_of_a_distance_class_names_the_line():
     text = read_topo("a100_della_2gpu_mlx5_columns.txt")
     broken_row = "GPU0\t X \tSYS\tNODE\t0-63\t0\t0"
     with pytest.raises(
-        AnsibleFilterError, match=r"line 2: cell mlx5_1 of row GPU0 is '0-63'"
+        TopoMatrixError, match=r"line 2: cell mlx5_1 of row GPU0 is '0-63'"
     ):
         nvidia_topo_matrix(replace_line(text, 2, broken_row))
 
@@ -413,14 +411,14 @@ def test_diagonal_other_than_x_names_the_line():
     text = read_topo("a100_della_2gpu_mlx5_columns.txt")
     broken_row = "GPU1\t X \tSYS\tSYS\tNODE\t64-127\t1"
     with pytest.raises(
-        AnsibleFilterError, match=r"line 3: row GPU1 has 'SYS' in its own column"
+        TopoMatrixError, match=r"line 3: row GPU1 has 'SYS' in its own column"
     ):
         nvidia_topo_matrix(replace_line(text, 3, broken_row))
 
 
 def test_error_quotes_ansi_header_verbatim(h200_text):
     broken = h200_text.replace("GPU0\tCPU Affinity", "GPU0\tCPU Affinity\tWhatever", 1)
-    with pytest.raises(AnsibleFilterError) as error:
+    with pytest.raises(TopoMatrixError) as error:
         nvidia_topo_matrix(broken)
     message = str(error.value)
     assert "line 1:" in message
@@ -454,7 +452,7 @@ def test_verdict_mapping(cls, verdict):
 
 @pytest.mark.parametrize("cls", ["X", "N/A", "NV", "NVX", "PCIE", "", None, 3])
 def test_verdict_rejects_unknown_classes(cls):
-    with pytest.raises(AnsibleFilterError):
+    with pytest.raises(TopoMatrixError):
         gpudirect_distance_verdict(cls)
 
 
@@ -470,16 +468,3 @@ def test_verdict_on_real_matrices():
         for nic in ("mlx5_0", "mlx5_1")
     }
     assert best == {"bad"}
-
-
-# --------------------------------------------------------------------------
-# Plugin registration
-# --------------------------------------------------------------------------
-
-
-def test_filter_module_registers_all_filters():
-    filters = FilterModule().filters()
-    assert filters == {
-        "nvidia_topo_matrix": gpudirect.nvidia_topo_matrix,
-        "gpudirect_distance_verdict": gpudirect.gpudirect_distance_verdict,
-    }
