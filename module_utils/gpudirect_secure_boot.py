@@ -137,6 +137,10 @@ def read_efivars(root="/sys/firmware/efi"):
     return state
 
 
+# the levels security/lockdown/lockdown.c lists in /sys/kernel/security/lockdown
+LOCKDOWN_MODES = ("none", "integrity", "confidentiality")
+
+
 def parse_lockdown(text):
     """The active lockdown mode from ``/sys/kernel/security/lockdown`` (the bracketed
     word). Raises ``ValueError`` when no word is bracketed."""
