@@ -391,6 +391,8 @@ def test_a_zip_pinned_on_the_node_is_burned_once_and_its_sums_reported(fw_node, 
     assert not os.path.exists(str(tmp_path / (SIGNED + ".bin")))               # taken out elsewhere, not kept
 
     fw_node.boot()
+    after, result = fw_node.play(wanted, entry="after_reboot")               # the reboot stage's after-boot step
+    assert after.returncode == 0 and "the reboot loaded it" in after.stdout, after.stdout
     again, result = fw_node.play(wanted)
     assert again.returncode == 0 and " changed=0 " in again.stdout, again.stdout
     assert result["plan"]["devices"][0]["firmware"]["state"] == "in_place"
@@ -441,6 +443,8 @@ def test_an_oem_card_is_refused_in_the_plan_unless_the_knob_allows_it(fw_node, t
     assert allowed.returncode == 0, allowed.stdout
     assert "on 0000:17:00.0, PSID DEL0000000027 -> MT_0000000834" in allowed.stdout
     fw_node.boot()
+    after, result = fw_node.play(dict(wanted, **{KNOB: True}), entry="after_reboot")
+    assert after.returncode == 0 and "the reboot loaded it" in after.stdout, after.stdout
     again, result = fw_node.play(dict(wanted, **{KNOB: True}))
     assert again.returncode == 0 and " changed=0 " in again.stdout, again.stdout
     fw = result["plan"]["devices"][0]["firmware"]
