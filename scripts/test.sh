@@ -85,9 +85,10 @@ stage_static() {
 # over stand-in roles and fabricated trees, each test in its own tmp_path, so the
 # tests run in parallel. loadgroup keeps the tests of a module that shares one
 # expensive run (pytest.mark.xdist_group) on one worker, so that run is made once.
+# --durations: the log ends with the slowest tests, where the tier's time goes.
 stage_unit() {
   mkdir -p .cache
-  pytest -q -n auto --dist loadgroup tests/unit 2>&1 | tee .cache/unit.log
+  pytest -q -n auto --dist loadgroup --durations=40 tests/unit 2>&1 | tee .cache/unit.log
   return "${PIPESTATUS[0]}"
 }
 # Molecule only warns when a step of the sequence has no playbook; a skipped
