@@ -297,6 +297,7 @@ devices:
           C(pending_reset), C(no_image), C(not_read)), C(burn) (policy update would burn / burned) and C(burned); after
           a burn C(psid_after), C(burned_image), C(burned_sha256), C(downloaded), C(downloaded_sha256).
       type: dict
+      sample: {psid: MT_0000000834, running: 28.40.1000, pending: null, pinned: 28.43.1014, state: to_update}
     reset:
       description:
         - C(key) (what waits for a firmware reset, as recorded), C(rebooted) (a reboot asked for exactly that already
@@ -305,7 +306,6 @@ devices:
           reset can load it), C(done) (this run reset it) and C(loaded).
       type: dict
       sample: {key: "ATS_ENABLED=0", rebooted: true, level: 3, done: false}
-      sample: {psid: MT_0000000834, running: 28.40.1000, pending: null, pinned: 28.43.1014, state: to_update}
 reset_due:
   description: The cards whose reboot already happened without loading what waits on them and that offer C(mlxfwreset)
     level 3 (Driver restart and PCI reset); O(state=reset) resets them. Their C(devices[].reset) says what and why.
