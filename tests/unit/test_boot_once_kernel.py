@@ -19,9 +19,10 @@ import pytest
 
 import gpudirect_boot_default
 from ansible.module_utils.gpudirect_kernel import (
-    boot_once_decision, boot_once_end, default_boot_kernel, newest_grub_kernel, parse_grub_cfg, parse_hold_dropin,
-    render_pin_dropin)
+    boot_once_decision, boot_once_end, default_boot_kernel, newest_grub_kernel, parse_grub_cfg, render_pin_dropin)
 from conftest import PROJECT_FIXTURES
+# the test-side reader of the hold drop-in (no module needs one: issue #45 outcome 5)
+from test_boot_hold import parse_hold_dropin
 
 CFG = os.path.join(PROJECT_FIXTURES, "boot", "debian9-grub.cfg")
 NEW = "4.9.0-3-amd64"
